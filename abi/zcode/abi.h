@@ -1,0 +1,592 @@
+/*
+ * zcode/abi.h: the one contract between the ZCode host and its plugins.
+ *
+ * Pure C99, fixed-width types, enums stored as uint32_t. No C++ type crosses it.
+ * Modelled on ONNX Runtime's C API (append-only tables, opaque status), DLPack
+ * (tensors, ownership by deleter), Triton's backend API (lifecycle, threading
+ * contract, libraries never unloaded) and Vulkan's loader (version negotiation).
+ *
+ * ----------------------------------------------------------------------------
+ * VERSIONING
+ *   ZC_ABI_VERSION_MAJOR changes on any incompatible change; the host refuses a
+ *   plugin whose major differs. ZC_ABI_VERSION_MINOR grows when a slot is
+ *   appended to a table or a value to an enum; the host refuses a plugin whose
+ *   minor is newer than its own. Every table and every struct that crosses the
+ *   boundary begins with `struct_size` (tables: {struct_size, kind,
+ *   kind_version}), and a reader checks `struct_size` before it touches a slot
+ *   that was appended later. Tables, structs and enums are append-only.
+ *
+ * ERRORS
+ *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
+ *   status is created by the plugin through `zc_host_services.status_create`
+ *   and is owned and released by the host, so the host frees only what it
+ *   allocated. No exception crosses the boundary. A failing call leaves its
+ *   out-parameters untouched. Every release/destroy function accepts NULL.
+ *
+ * TENSORS
+ *   DLPack (dlpack/dlpack.h). A `const DLTensor*` argument is borrowed for the
+ *   duration of the call only. An owned hand-off uses DLManagedTensor and its
+ *   deleter. Only kDLCPU and kDLCUDA device types are accepted. Every device
+ *   call takes an explicit stream (zc_host_services.stream or an argument);
+ *   there is no thread-local "current stream".
+ *
+ * THREADING CONTRACT
+ *   - The host never calls one instance from two threads at once. Different
+ *     instances may be called concurrently.
+ *   - `destroy` joins every thread the instance started.
+ *   - Host services may be called from any thread, including plugin workers.
+ *   - No real work runs in static constructors: all work starts in `create`.
+ *
+ * LOADING RULES
+ *   Plugins are built with -fvisibility=hidden and export exactly one symbol,
+ *   ZC_PLUGIN_ENTRY_SYMBOL. The host loads them with RTLD_NOW|RTLD_LOCAL under
+ *   one mutex and never unloads them, so manifest and table pointers stay valid
+ *   for the life of the process. `run` loads only the plugins its config uses.
+ * ----------------------------------------------------------------------------
+ */
+#ifndef ZCODE_ABI_H_
+#define ZCODE_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZC_ABI_VERSION_MAJOR 1u
+#define ZC_ABI_VERSION_MINOR 0u
+
+/* The one exported symbol of every plugin. */
+#define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
+
+#if defined(_WIN32)
+#define ZC_EXPORT __declspec(dllexport)
+#else
+#define ZC_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Enums (stored as uint32_t; append-only)                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Stage kinds. */
+typedef uint32_t zc_kind;
+enum {
+  ZC_KIND_UNKNOWN = 0,
+  ZC_KIND_TOKENIZER = 1,
+  ZC_KIND_DATALOADER = 2,
+  ZC_KIND_MODEL = 3,
+  ZC_KIND_OPTIMIZER = 4,
+  ZC_KIND_SCHEDULER = 5,
+  ZC_KIND_EVALUATOR = 6,
+  ZC_KIND_CALLBACK = 7
+};
+
+/* Status codes carried by a zc_status. */
+typedef uint32_t zc_status_code;
+enum {
+  ZC_OK = 0,
+  ZC_ERR_INVALID_ARGUMENT = 1, /* bad option, shape, dtype or value */
+  ZC_ERR_NOT_FOUND = 2,        /* file, tensor name or key missing */
+  ZC_ERR_IO = 3,               /* read/write failure */
+  ZC_ERR_DATA = 4,             /* malformed input data (file:line:col in message) */
+  ZC_ERR_UNSUPPORTED = 5,      /* accepted but not implemented here (e.g. CUDA) */
+  ZC_ERR_OUT_OF_MEMORY = 6,
+  ZC_ERR_INTERNAL = 7,         /* a bug, or an exception caught by the SDK */
+  ZC_ERR_CANCELLED = 8,        /* the host asked the instance to stop */
+  ZC_ERR_VERSION = 9           /* ABI or table version mismatch */
+};
+
+/* Log levels for zc_host_services.log. */
+typedef uint32_t zc_log_level;
+enum {
+  ZC_LOG_TRACE = 0,
+  ZC_LOG_DEBUG = 1,
+  ZC_LOG_INFO = 2,
+  ZC_LOG_WARN = 3,
+  ZC_LOG_ERROR = 4
+};
+
+/* ------------------------------------------------------------------------ */
+/* Opaque status and host services                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Opaque; created by host services, released by the host. NULL == success. */
+typedef struct zc_status zc_status;
+
+/*
+ * Services the host hands to the plugin at negotiation and to every instance
+ * at create. The pointer stays valid for the life of the process.
+ */
+typedef struct zc_host_services {
+  uint32_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint32_t reserved0;
+  void* host_ctx; /* pass back as the first argument of every service */
+
+  /* Log one line. `component` names the plugin/stage; both strings are borrowed. */
+  void (*log)(void* host_ctx, zc_log_level level, const char* component,
+              const char* message);
+  /* Create a status. `message` is copied. Never returns NULL for code != ZC_OK. */
+  zc_status* (*status_create)(void* host_ctx, zc_status_code code, const char* message);
+  /* Aligned allocation (alignment a power of two, >= 16); NULL on failure.
+   * Memory from alloc must be released with free, on the same device. */
+  void* (*alloc)(void* host_ctx, size_t bytes, size_t alignment, DLDevice device);
+  void (*free)(void* host_ctx, void* ptr, DLDevice device);
+  /* The run's global seed, and a 64-bit seed derived from it and a stream name
+   * (SplitMix64 over FNV-1a of the name, XOR the seed): stable across runs and
+   * machines, so every stage gets its own independent, reproducible stream. */
+  uint64_t seed;
+  uint64_t (*derive_seed)(void* host_ctx, const char* stream_name);
+  /* Compute device and its stream (NULL stream on CPU). */
+  DLDevice device;
+  void* stream;
+  /* Worker threads the instance may use for compute (hardware.num_threads). */
+  int32_t num_threads;
+  int32_t reserved1;
+  /* Non-zero once the user asked the run to stop (Ctrl-C, SIGTERM). Long
+   * loops poll it and return ZC_ERR_CANCELLED. */
+  int32_t (*stop_requested)(void* host_ctx);
+  /* Read and release a status returned by another stage's call (a plugin that
+   * calls the tokenizer may pass the status on unchanged, or read it and
+   * release it). The message stays valid until release. */
+  zc_status_code (*status_code)(void* host_ctx, const zc_status* status);
+  const char* (*status_message)(void* host_ctx, const zc_status* status);
+  void (*status_release)(void* host_ctx, zc_status* status);
+} zc_host_services;
+
+/* ------------------------------------------------------------------------ */
+/* Small helper structs that cross the boundary                              */
+/* ------------------------------------------------------------------------ */
+
+/* A reference to another stage's instance, handed over by the host at create.
+ * Borrowed: valid until the receiving instance is destroyed (the host
+ * destroys dependents first). `table` points at the kind's table. */
+typedef struct zc_stage_ref {
+  const void* table;
+  void* instance;
+} zc_stage_ref;
+
+/* A growable byte buffer owned by the caller. The callee appends through
+ * `reserve`, which returns a pointer to at least `extra` writable bytes at
+ * data+size (or NULL on allocation failure), then advances `size`. */
+typedef struct zc_bytes {
+  char* data;
+  size_t size;
+  size_t capacity;
+  void* ctx;
+  char* (*reserve)(struct zc_bytes* self, size_t extra);
+} zc_bytes;
+
+/* A growable int32 buffer owned by the caller; same protocol as zc_bytes. */
+typedef struct zc_ids {
+  int32_t* data;
+  size_t size;
+  size_t capacity;
+  void* ctx;
+  int32_t* (*reserve)(struct zc_ids* self, size_t extra);
+} zc_ids;
+
+/* A sink for named scalar metrics (loss, moe/load_0, ...). Names are borrowed. */
+typedef struct zc_metrics_sink {
+  void* ctx;
+  void (*put)(void* ctx, const char* name, double value);
+} zc_metrics_sink;
+
+/* ------------------------------------------------------------------------ */
+/* State: every stage saves and restores through these                       */
+/* ------------------------------------------------------------------------ */
+
+/* Writer handed to save_state. Tensors are copied by the host before
+ * put_tensor returns (into a safetensors file); the JSON blob is copied too
+ * (into state.json). put_json may be called at most once. */
+typedef struct zc_state_writer {
+  uint32_t struct_size;
+  uint32_t reserved;
+  void* ctx;
+  zc_status* (*put_tensor)(void* ctx, const char* name, const DLTensor* tensor);
+  zc_status* (*put_json)(void* ctx, const char* json, size_t len);
+} zc_state_writer;
+
+/* Reader handed to load_state. Returned tensors and json are borrowed for the
+ * duration of load_state. get_tensor returns NULL when the name is missing. */
+typedef struct zc_state_reader {
+  uint32_t struct_size;
+  uint32_t reserved;
+  void* ctx;
+  const DLTensor* (*get_tensor)(void* ctx, const char* name);
+  size_t (*num_tensors)(void* ctx);
+  const char* (*tensor_name)(void* ctx, size_t index);
+  const char* json; /* "" when nothing was saved */
+  size_t json_len;
+} zc_state_reader;
+
+/* ------------------------------------------------------------------------ */
+/* Creation                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Arguments of every table's create. All pointers borrowed for the call,
+ * except `host` and the stage refs, which outlive the instance. */
+typedef struct zc_create_args {
+  uint32_t struct_size;
+  uint32_t reserved;
+  const zc_host_services* host;
+  /* The stage's own options as a JSON object (already validated against the
+   * component's options_schema_json by the host). */
+  const char* options_json;
+  /* The whole resolved config as JSON, for stages that read shared fields
+   * (seed, model.max_seq_len, training.max_steps, ...). */
+  const char* config_json;
+  /* Output folder of the run (may be "" for tools that write nothing). */
+  const char* run_dir;
+  /* Stages this one needs; {NULL,NULL} when not applicable:
+   *   dataloader <- tokenizer; evaluator <- model, tokenizer;
+   *   optimizer  <- model; callback <- model, tokenizer. */
+  zc_stage_ref tokenizer;
+  zc_stage_ref model;
+  /* Data split for dataloaders: "train" or "val". */
+  const char* split;
+} zc_create_args;
+
+/* Every kind's table starts with this header. */
+typedef struct zc_table_header {
+  uint32_t struct_size;  /* sizeof the full table as the plugin compiled it */
+  zc_kind kind;
+  uint32_t kind_version; /* grows when slots are appended to this kind */
+  uint32_t reserved;
+} zc_table_header;
+
+/* The common first slots of every table, after the header. */
+#define ZC_TABLE_COMMON_SLOTS                                                     \
+  zc_table_header header;                                                         \
+  /* Create an instance; on success *out_instance is set. */                      \
+  zc_status* (*create)(const zc_create_args* args, void** out_instance);          \
+  /* Destroy; joins the instance's threads. Accepts NULL. */                      \
+  void (*destroy)(void* instance);                                                \
+  /* Save everything needed for an exact resume. */                              \
+  zc_status* (*save_state)(void* instance, const zc_state_writer* writer);        \
+  /* Restore what save_state wrote. */                                            \
+  zc_status* (*load_state)(void* instance, const zc_state_reader* reader)
+
+/* A table seen only through its common slots (for generic host code). */
+typedef struct zc_table_base {
+  ZC_TABLE_COMMON_SLOTS;
+} zc_table_base;
+
+/* ------------------------------------------------------------------------ */
+/* Tokenizer                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define ZC_TOKENIZER_TABLE_VERSION 1u
+
+/* encode flags */
+enum {
+  /* Parse special-token text (e.g. "<|endoftext|>") as special ids. Off by
+   * default: special-looking text in data is ordinary text. */
+  ZC_ENCODE_ALLOW_SPECIAL = 1u << 0
+};
+
+typedef struct zc_tokenizer_table {
+  ZC_TABLE_COMMON_SLOTS;
+  /* Number of ids, specials included. */
+  zc_status* (*vocab_size)(void* instance, uint64_t* out_size);
+  /* Append the ids of `text[0..len)` (UTF-8, may be invalid) to `out`. */
+  zc_status* (*encode)(void* instance, const char* text, size_t len, uint32_t flags,
+                       zc_ids* out);
+  /* Append the bytes of `ids[0..n)` to `out`. Ids out of range are an error. */
+  zc_status* (*decode)(void* instance, const int32_t* ids, size_t n, zc_bytes* out);
+  /* Id of a token string, or -1 (*out_id) when it is not in the vocab. */
+  zc_status* (*token_to_id)(void* instance, const char* token, size_t len, int32_t* out_id);
+  /* Append the token string of `id` to `out`. */
+  zc_status* (*id_to_token)(void* instance, int32_t id, zc_bytes* out);
+  /* JSON object describing the tokenizer, valid for the instance's life:
+   * {"name":..., "identity": "<sha256 of files+options>", "vocab_size": N,
+   *  "specials": {"<pad>": 0, "<bos>": 1, "<eos>": 2, ...},
+   *  "pad_id": P, "bos_id": B, "eos_id": E} */
+  zc_status* (*info_json)(void* instance, const char** out_json);
+} zc_tokenizer_table;
+
+/* ------------------------------------------------------------------------ */
+/* Data loader                                                                */
+/* ------------------------------------------------------------------------ */
+
+#define ZC_DATALOADER_TABLE_VERSION 1u
+
+/* One batch of packed token windows. Memory is owned by the data loader and
+ * valid until the next next_batch/reset/destroy on the same instance. */
+typedef struct zc_batch {
+  uint32_t struct_size;
+  uint32_t reserved;
+  DLTensor input_ids; /* int32 [batch, seq] */
+  DLTensor targets;   /* int32 [batch, seq]; -1 marks positions excluded from
+                         the loss (padding) */
+  DLTensor doc_ids;   /* int32 [batch, seq] document index within each row, or
+                         data == NULL when cross_document_attention is true */
+  int64_t num_target_tokens; /* targets != -1 */
+  int64_t num_target_bytes;  /* UTF-8 bytes those target tokens decode to */
+  int64_t num_target_chars;  /* Unicode code points of the same */
+  uint64_t epoch;            /* epoch this batch belongs to (0-based) */
+} zc_batch;
+
+typedef struct zc_dataloader_table {
+  ZC_TABLE_COMMON_SLOTS;
+  /* Fill *out with the next batch. *out_has_batch = 0 at the end of the split
+   * for finite iteration (val); the train split cycles epochs forever. */
+  zc_status* (*next_batch)(void* instance, zc_batch* out, int32_t* out_has_batch);
+  /* Restart iteration from the beginning of the split (evaluation). */
+  zc_status* (*reset)(void* instance);
+  /* Scalar statistics into the sink: data_wait_ms, bad_records, epoch, ... */
+  zc_status* (*stats)(void* instance, const zc_metrics_sink* sink);
+  /* JSON array describing the sources for provenance:
+   * [{"path":..., "sha256":..., "records":N, "skipped":M, "license":...}] */
+  zc_status* (*provenance_json)(void* instance, const char** out_json);
+} zc_dataloader_table;
+
+/* ------------------------------------------------------------------------ */
+/* Model                                                                      */
+/* ------------------------------------------------------------------------ */
+
+#define ZC_MODEL_TABLE_VERSION 1u
+
+/* Parameter flags. */
+enum {
+  ZC_PARAM_NO_DECAY = 1u << 0,   /* norm gains, biases, RoPE frequencies */
+  ZC_PARAM_EMBEDDING = 1u << 1,  /* token embedding (decay configurable) */
+  ZC_PARAM_ROUTER = 1u << 2,     /* MoE router weight [n_experts, d_model] */
+  ZC_PARAM_EXPERT = 1u << 3      /* an expert's weight */
+};
+
+/* One named parameter with its gradient. Both tensors are fp32, contiguous,
+ * on the model's device, owned by the model and valid for its life. */
+typedef struct zc_param {
+  const char* name; /* e.g. "layers.0.attn.wq" */
+  DLTensor* value;
+  DLTensor* grad;
+  uint32_t flags;
+  uint32_t reserved;
+} zc_param;
+
+typedef struct zc_param_list {
+  const zc_param* params;
+  size_t count;
+} zc_param_list;
+
+/* Label source for forward_backward. */
+enum {
+  ZC_LABELS_TARGETS = 0, /* the batch's targets */
+  ZC_LABELS_SAMPLED = 1  /* labels sampled from the model's own softmax
+                            (Sophia's Gauss-Newton-Bartlett estimator) */
+};
+
+typedef struct zc_fb_options {
+  uint32_t struct_size;
+  uint32_t label_mode;
+  /* Loss = sum of per-token NLL / loss_normalizer, where the host passes the
+   * number of target tokens of the whole optimizer step (all micro-batches),
+   * so accumulation equals one big batch. */
+  double loss_normalizer;
+  /* Multiplier on the loss before backward (fp16 loss scaling; 1 in fp32). */
+  double loss_scale;
+  /* Seed for ZC_LABELS_SAMPLED. */
+  uint64_t sample_seed;
+} zc_fb_options;
+
+typedef struct zc_model_table {
+  ZC_TABLE_COMMON_SLOTS;
+  /* Total parameters and parameters active per token (top-k experts). */
+  zc_status* (*num_params)(void* instance, uint64_t* out_total, uint64_t* out_active);
+  /* The parameter list; valid for the instance's life. */
+  zc_status* (*params)(void* instance, zc_param_list* out);
+  zc_status* (*zero_grad)(void* instance);
+  /* Forward and backward on one micro-batch; gradients ACCUMULATE into the
+   * grad tensors. Metrics (loss = sum NLL / normalizer for this micro-batch,
+   * aux losses, per-expert load, dropped fraction, masked-head fraction) go
+   * to the sink. */
+  zc_status* (*forward_backward)(void* instance, const zc_batch* batch,
+                                 const zc_fb_options* options, const zc_metrics_sink* metrics);
+  /* Forward only: per-position log-probability of the target, float32
+   * [batch, seq] written into `out_logprobs` (caller-owned, CPU). Positions
+   * with target -1 get 0. */
+  zc_status* (*forward_logprobs)(void* instance, const zc_batch* batch, DLTensor* out_logprobs);
+  /* JSON describing the architecture (resolved dims, variant, params):
+   * valid for the instance's life. */
+  zc_status* (*info_json)(void* instance, const char** out_json);
+
+  /* Incremental decoding with a KV cache. A session holds the cache for
+   * `batch` sequences of up to `max_len` tokens. */
+  zc_status* (*decode_begin)(void* instance, int32_t batch, int32_t max_len, void** out_session);
+  /* Append tokens[batch] at the next position of every sequence and write
+   * next-token logits, float32 [batch, vocab_size] (caller-owned). */
+  zc_status* (*decode_step)(void* instance, void* session, const int32_t* tokens,
+                            float* out_logits);
+  /* Reorder sequences: new sequence i takes old sequence src[i]'s cache
+   * (beam search). */
+  zc_status* (*decode_reorder)(void* instance, void* session, const int32_t* src);
+  void (*decode_end)(void* instance, void* session);
+  /* Full forward logits for one sequence, float32 [n, vocab_size] (used to
+   * check the KV cache against recomputation). */
+  zc_status* (*forward_logits)(void* instance, const int32_t* tokens, int32_t n,
+                               float* out_logits);
+} zc_model_table;
+
+/* ------------------------------------------------------------------------ */
+/* Optimizer                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define ZC_OPTIMIZER_TABLE_VERSION 1u
+
+typedef struct zc_optimizer_table {
+  ZC_TABLE_COMMON_SLOTS; /* create receives args->model: the params to update */
+  /* Apply one update with learning rate `lr` to every parameter, reading the
+   * (already clipped) gradients. `step` counts from 1. */
+  zc_status* (*step)(void* instance, double lr, uint64_t step);
+  /* Steps between Hessian estimates (0 = never). When non-zero, the host,
+   * every that many steps, zeroes the grads, runs forward_backward with
+   * ZC_LABELS_SAMPLED and calls update_hessian. */
+  zc_status* (*hessian_interval)(void* instance, uint64_t* out_interval);
+  zc_status* (*update_hessian)(void* instance, int64_t num_tokens);
+} zc_optimizer_table;
+
+/* ------------------------------------------------------------------------ */
+/* Scheduler                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define ZC_SCHEDULER_TABLE_VERSION 1u
+
+typedef struct zc_scheduler_table {
+  ZC_TABLE_COMMON_SLOTS;
+  /* Learning rate for optimizer step `step` (0-based count of updates done
+   * before this one) given the base lr from optimizer.lr. */
+  zc_status* (*lr)(void* instance, uint64_t step, double base_lr, double* out_lr);
+} zc_scheduler_table;
+
+/* ------------------------------------------------------------------------ */
+/* Evaluator                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define ZC_EVALUATOR_TABLE_VERSION 1u
+
+typedef struct zc_evaluator_table {
+  ZC_TABLE_COMMON_SLOTS; /* create receives args->model and args->tokenizer */
+  /* Evaluate over one full pass of `data` (reset first by the evaluator) and
+   * put the metrics (prefixed by the evaluator's choice, e.g. "perplexity")
+   * to the sink. */
+  zc_status* (*evaluate)(void* instance, zc_stage_ref data, const zc_metrics_sink* metrics);
+} zc_evaluator_table;
+
+/* ------------------------------------------------------------------------ */
+/* Callback                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define ZC_CALLBACK_TABLE_VERSION 1u
+
+typedef uint32_t zc_event_kind;
+enum {
+  ZC_EVENT_SETUP = 1,
+  ZC_EVENT_STEP_END = 2,
+  ZC_EVENT_EVAL_END = 3,
+  ZC_EVENT_CHECKPOINT = 4,
+  ZC_EVENT_TEARDOWN = 5
+};
+
+/* A sized, tagged event. A callback ignores kinds it does not know. */
+typedef struct zc_event {
+  uint32_t struct_size;
+  zc_event_kind kind;
+  uint64_t step;
+  uint64_t max_steps;
+  /* JSON object of the event's metrics ({"loss":..., "lr":...}); for
+   * CHECKPOINT {"path": ...}; for TEARDOWN the run summary. Borrowed. */
+  const char* metrics_json;
+  /* The model, for callbacks that inspect parameters and gradients. */
+  zc_stage_ref model;
+} zc_event;
+
+enum {
+  ZC_CALLBACK_REQUEST_STOP = 1u << 0 /* stop training after this step */
+};
+
+typedef struct zc_callback_table {
+  ZC_TABLE_COMMON_SLOTS; /* create receives args->run_dir */
+  zc_status* (*on_event)(void* instance, const zc_event* event, uint32_t* out_flags);
+} zc_callback_table;
+
+/* ------------------------------------------------------------------------ */
+/* Manifest and negotiation                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* One stage implementation exported by a plugin file. */
+typedef struct zc_component {
+  uint32_t struct_size;
+  zc_kind kind;
+  const char* name;          /* the config's `type:` / `name:` value */
+  const char* description;   /* one line */
+  const char* options_schema_json; /* JSON Schema (draft 2020-12 subset) of options */
+  const void* table;         /* a zc_<kind>_table */
+} zc_component;
+
+typedef struct zc_manifest {
+  uint32_t struct_size;
+  uint32_t num_components;
+  const char* name;        /* plugin name, e.g. "bpe" */
+  const char* version;     /* plugin's own version, semver */
+  const char* license;     /* SPDX identifier */
+  const char* description; /* one line */
+  const char* options_schema_json; /* schema shared by all components, or "{}" */
+  const zc_component* components;
+} zc_manifest;
+
+/*
+ * The exported entry point, ZC_PLUGIN_ENTRY_SYMBOL. The host passes its ABI
+ * version and services; the plugin writes the ABI version it was built for and
+ * its static manifest. Returns ZC_OK, or ZC_ERR_VERSION when the plugin itself
+ * refuses the host's version. Out-parameters are written on every return so
+ * that the host can print both versions. The services pointer outlives the
+ * plugin. Must not allocate or start threads.
+ */
+typedef zc_status_code (*zc_negotiate_fn)(uint32_t host_abi_major, uint32_t host_abi_minor,
+                                          const zc_host_services* services,
+                                          uint32_t* out_plugin_abi_major,
+                                          uint32_t* out_plugin_abi_minor,
+                                          const zc_manifest** out_manifest);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+/* Pinned layouts (LP64). A change here is an ABI break: bump the major. */
+/* C99 has no _Static_assert: a negative array size fails the build instead. */
+#if defined(__cplusplus)
+#define ZC_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define ZC_SA_CAT2(a, b) a##b
+#define ZC_SA_CAT(a, b) ZC_SA_CAT2(a, b)
+#define ZC_STATIC_ASSERT(c, m) typedef char ZC_SA_CAT(zc_layout_check_, __LINE__)[(c) ? 1 : -1]
+#endif
+#if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
+ZC_STATIC_ASSERT(sizeof(zc_table_header) == 16, "zc_table_header layout");
+ZC_STATIC_ASSERT(sizeof(zc_host_services) == 128, "zc_host_services layout");
+ZC_STATIC_ASSERT(offsetof(zc_host_services, seed) == 56, "zc_host_services.seed");
+ZC_STATIC_ASSERT(offsetof(zc_host_services, stop_requested) == 96, "stop_requested");
+ZC_STATIC_ASSERT(sizeof(zc_create_args) == 80, "zc_create_args layout");
+ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
+ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_model_table) == 136, "zc_model_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 72, "zc_optimizer_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_scheduler_table) == 56, "zc_scheduler_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_evaluator_table) == 56, "zc_evaluator_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_callback_table) == 56, "zc_callback_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_batch) == 8 + 3 * sizeof(DLTensor) + 32, "zc_batch layout");
+ZC_STATIC_ASSERT(sizeof(zc_component) == 40, "zc_component layout");
+ZC_STATIC_ASSERT(sizeof(zc_manifest) == 56, "zc_manifest layout");
+ZC_STATIC_ASSERT(sizeof(zc_event) == 48, "zc_event layout");
+ZC_STATIC_ASSERT(sizeof(zc_param) == 32, "zc_param layout");
+ZC_STATIC_ASSERT(sizeof(zc_fb_options) == 32, "zc_fb_options layout");
+#endif
+
+#endif /* ZCODE_ABI_H_ */
