@@ -1,0 +1,208 @@
+// zcode/sdk/stages.h: one ordinary C++ base class per stage kind, and typed
+// references to other stages received at create.
+//
+// A plugin author derives from one of these, implements the pure virtuals,
+// and registers the class with ZCODE_PLUGIN (plugin.h). Methods throw
+// zcode::sdk::Error on failure; the SDK turns it into a status.
+#pragma once
+
+#include <zcode/sdk/host.h>
+#include <zcode/sdk/options.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zcode::sdk {
+
+/// A borrowed reference to the tokenizer stage (valid for the receiver's life).
+class TokenizerRef {
+ public:
+  TokenizerRef() = default;
+  TokenizerRef(const zc_host_services* host, zc_stage_ref r)
+      : host_(host), t_(static_cast<const zc_tokenizer_table*>(r.table)), inst_(r.instance) {}
+  explicit operator bool() const { return t_ != nullptr; }
+  const zc_tokenizer_table* table() const { return t_; }
+  void* instance() const { return inst_; }
+
+  uint64_t vocab_size() const {
+    uint64_t n = 0;
+    check(host_, t_->vocab_size(inst_, &n));
+    return n;
+  }
+  /// Appends ids of `text` to `out` (a zc_ids the caller owns).
+  void encode(std::string_view text, uint32_t flags, zc_ids* out) const {
+    check(host_, t_->encode(inst_, text.data(), text.size(), flags, out));
+  }
+  void decode(const int32_t* ids, size_t n, zc_bytes* out) const { check(host_, t_->decode(inst_, ids, n, out)); }
+  int32_t token_to_id(std::string_view tok) const {
+    int32_t id = -1;
+    check(host_, t_->token_to_id(inst_, tok.data(), tok.size(), &id));
+    return id;
+  }
+  std::string info_json() const {
+    const char* j = nullptr;
+    check(host_, t_->info_json(inst_, &j));
+    return j ? j : "{}";
+  }
+
+ private:
+  const zc_host_services* host_ = nullptr;
+  const zc_tokenizer_table* t_ = nullptr;
+  void* inst_ = nullptr;
+};
+
+/// A borrowed reference to the model stage.
+class ModelRef {
+ public:
+  ModelRef() = default;
+  ModelRef(const zc_host_services* host, zc_stage_ref r)
+      : host_(host), t_(static_cast<const zc_model_table*>(r.table)), inst_(r.instance) {}
+  explicit operator bool() const { return t_ != nullptr; }
+  const zc_model_table* table() const { return t_; }
+  void* instance() const { return inst_; }
+
+  zc_param_list params() const {
+    zc_param_list l{};
+    check(host_, t_->params(inst_, &l));
+    return l;
+  }
+  void forward_logprobs(const zc_batch& b, DLTensor* out) const { check(host_, t_->forward_logprobs(inst_, &b, out)); }
+  void forward_backward(const zc_batch& b, const zc_fb_options& o, const zc_metrics_sink* m) const {
+    check(host_, t_->forward_backward(inst_, &b, &o, m));
+  }
+  void zero_grad() const { check(host_, t_->zero_grad(inst_)); }
+  std::string info_json() const {
+    const char* j = nullptr;
+    check(host_, t_->info_json(inst_, &j));
+    return j ? j : "{}";
+  }
+
+ private:
+  const zc_host_services* host_ = nullptr;
+  const zc_model_table* t_ = nullptr;
+  void* inst_ = nullptr;
+};
+
+/// A borrowed reference to a data loader (the evaluator's input).
+class DataRef {
+ public:
+  DataRef(const zc_host_services* host, zc_stage_ref r)
+      : host_(host), t_(static_cast<const zc_dataloader_table*>(r.table)), inst_(r.instance) {}
+  /// Next batch into *out; false at the end of the split.
+  bool next(zc_batch* out) const {
+    int32_t has = 0;
+    check(host_, t_->next_batch(inst_, out, &has));
+    return has != 0;
+  }
+  void reset() const { check(host_, t_->reset(inst_)); }
+
+ private:
+  const zc_host_services* host_;
+  const zc_dataloader_table* t_;
+  void* inst_;
+};
+
+/// What every stage's constructor receives.
+class CreateContext {
+ public:
+  explicit CreateContext(const zc_create_args* a)
+      : args_(a),
+        host_(a->host),
+        options_(a->options_json, "options"),
+        config_(a->config_json, "config") {}
+  const Host& host() const { return host_; }
+  /// The stage's own options.
+  const Options& options() const { return options_; }
+  /// The whole resolved config (for shared fields: seed, model.max_seq_len...).
+  const Options& config() const { return config_; }
+  std::string run_dir() const { return args_->run_dir ? args_->run_dir : ""; }
+  std::string split() const { return args_->split ? args_->split : "train"; }
+  TokenizerRef tokenizer() const { return TokenizerRef(args_->host, args_->tokenizer); }
+  ModelRef model() const { return ModelRef(args_->host, args_->model); }
+  const zc_create_args* raw() const { return args_; }
+
+ private:
+  const zc_create_args* args_;
+  Host host_;
+  Options options_;
+  Options config_;
+};
+
+/// Common base: state is empty unless a stage overrides these.
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  virtual void save_state(const StateWriter&) {}
+  virtual void load_state(const StateReader&) {}
+};
+
+class Tokenizer : public Stage {
+ public:
+  static constexpr zc_kind kKind = ZC_KIND_TOKENIZER;
+  virtual uint64_t vocab_size() const = 0;
+  virtual void encode(std::string_view text, uint32_t flags, IdSink& out) = 0;
+  virtual void decode(const int32_t* ids, size_t n, ByteSink& out) = 0;
+  /// -1 when absent.
+  virtual int32_t token_to_id(std::string_view token) const = 0;
+  virtual void id_to_token(int32_t id, ByteSink& out) const = 0;
+  /// See zc_tokenizer_table.info_json; must stay valid for the instance's life.
+  virtual const std::string& info_json() const = 0;
+};
+
+class DataLoader : public Stage {
+ public:
+  static constexpr zc_kind kKind = ZC_KIND_DATALOADER;
+  /// Fills `out`; false at the end of a finite split.
+  virtual bool next_batch(zc_batch& out) = 0;
+  virtual void reset() = 0;
+  virtual void stats(const MetricsSink&) {}
+  virtual const std::string& provenance_json() const = 0;
+};
+
+class Model : public Stage {
+ public:
+  static constexpr zc_kind kKind = ZC_KIND_MODEL;
+  virtual void num_params(uint64_t& total, uint64_t& active) const = 0;
+  virtual zc_param_list params() = 0;
+  virtual void zero_grad() = 0;
+  virtual void forward_backward(const zc_batch& batch, const zc_fb_options& opt, const MetricsSink& m) = 0;
+  virtual void forward_logprobs(const zc_batch& batch, DLTensor& out_logprobs) = 0;
+  virtual const std::string& info_json() const = 0;
+  virtual void* decode_begin(int32_t batch, int32_t max_len) = 0;
+  virtual void decode_step(void* session, const int32_t* tokens, float* out_logits) = 0;
+  virtual void decode_reorder(void* session, const int32_t* src) = 0;
+  virtual void decode_end(void* session) = 0;
+  virtual void forward_logits(const int32_t* tokens, int32_t n, float* out_logits) = 0;
+};
+
+class Optimizer : public Stage {
+ public:
+  static constexpr zc_kind kKind = ZC_KIND_OPTIMIZER;
+  virtual void step(double lr, uint64_t step) = 0;
+  virtual uint64_t hessian_interval() const { return 0; }
+  virtual void update_hessian(int64_t /*num_tokens*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this optimizer does not use a Hessian estimate");
+  }
+};
+
+class Scheduler : public Stage {
+ public:
+  static constexpr zc_kind kKind = ZC_KIND_SCHEDULER;
+  virtual double lr(uint64_t step, double base_lr) const = 0;
+};
+
+class Evaluator : public Stage {
+ public:
+  static constexpr zc_kind kKind = ZC_KIND_EVALUATOR;
+  virtual void evaluate(const DataRef& data, const MetricsSink& out) = 0;
+};
+
+class Callback : public Stage {
+ public:
+  static constexpr zc_kind kKind = ZC_KIND_CALLBACK;
+  /// Returns ZC_CALLBACK_* flags. Unknown event kinds must be ignored.
+  virtual uint32_t on_event(const zc_event& event) = 0;
+};
+
+}  // namespace zcode::sdk
