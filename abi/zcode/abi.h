@@ -244,8 +244,9 @@ typedef struct zc_create_args {
   /* Output folder of the run (may be "" for tools that write nothing). */
   const char* run_dir;
   /* Stages this one needs; {NULL,NULL} when not applicable:
-   *   dataloader <- tokenizer; evaluator <- model, tokenizer;
-   *   optimizer  <- model; callback <- model, tokenizer. */
+   *   dataloader <- tokenizer; model <- tokenizer (vocab size, pad id);
+   *   evaluator <- model, tokenizer; optimizer <- model;
+   *   callback <- model, tokenizer. */
   zc_stage_ref tokenizer;
   zc_stage_ref model;
   /* Data split for dataloaders: "train" or "val". */
