@@ -18,6 +18,7 @@ PKGS=(
   python3 python3-numpy python3-torch
   libjemalloc2
   fortunes fortunes-min fortunes-de fortunes-ru fortunes-zh
+  unicode-data
 )
 # Node.js and npm fetch data assets (tokenizer files) and run the tokenizer reference
 # implementations. The machine image may carry its own Node.js; Debian's is used only when
