@@ -1,0 +1,99 @@
+// zcode/core/host_services.h: the host side of zc_host_services (abi.h).
+//
+// Logging into the core logger, the opaque zc_status, aligned allocation,
+// seeds, device/stream, thread count and the process-wide stop flag.
+#pragma once
+
+#include <zcode/abi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace zcode {
+
+// ---- seeds -----------------------------------------------------------------
+
+/// FNV-1a, 64-bit, over the bytes of `text` (offset basis 0xcbf29ce484222325,
+/// prime 0x100000001b3; Fowler, Noll and Vo, draft-eastlake-fnv, "FNV-1a").
+uint64_t fnv1a64(std::string_view text);
+
+/// One SplitMix64 step from state `x` (Steele, Lea and Flood, "Fast
+/// splittable pseudorandom number generators", OOPSLA 2014; constants of
+/// Vigna's splitmix64.c): z = x + 0x9e3779b97f4a7c15;
+/// z = (z ^ z>>30) * 0xbf58476d1ce4e5b9; z = (z ^ z>>27) * 0x94d049bb133111eb;
+/// return z ^ z>>31.
+uint64_t splitmix64(uint64_t x);
+
+/// The seed of a named random stream, as documented in abi.h
+/// (zc_host_services.derive_seed): splitmix64(fnv1a64(stream_name)) XOR seed.
+/// Stable across runs, machines and builds.
+uint64_t derive_seed(uint64_t seed, std::string_view stream_name);
+
+// ---- stop flag ---------------------------------------------------------------
+
+/// Asks the run to stop (what SIGINT/SIGTERM handlers call). Async-signal-safe:
+/// it only stores to a lock-free atomic.
+void request_stop() noexcept;
+/// True once request_stop() was called (zc_host_services.stop_requested).
+bool stop_requested() noexcept;
+/// Clears the flag (tests; a tool that runs several jobs in one process).
+void clear_stop_request() noexcept;
+
+// ---- status ------------------------------------------------------------------
+
+/// Creates a status (code != ZC_OK) with a copy of `message`. Never NULL.
+zc_status* make_status(zc_status_code code, std::string_view message);
+/// Code of a status; ZC_OK for NULL.
+zc_status_code status_code(const zc_status* status);
+/// Message of a status; "" for NULL. Valid until release.
+const char* status_message(const zc_status* status);
+/// Releases a status (NULL accepted).
+void status_release(zc_status* status);
+/// "INVALID_ARGUMENT", "NOT_FOUND", ... for messages.
+const char* status_code_name(zc_status_code code);
+
+struct StatusDeleter {
+  void operator()(zc_status* s) const { status_release(s); }
+};
+/// Owning handle of a status returned by a plugin call.
+using StatusPtr = std::unique_ptr<zc_status, StatusDeleter>;
+
+// ---- host services -----------------------------------------------------------
+
+/// The services handed to plugins at negotiation: seed 0, one thread, CPU.
+/// Immortal (never destroyed), because a plugin may keep the pointer for the
+/// life of the process (abi.h: "The services pointer outlives the plugin").
+const zc_host_services* process_host_services();
+
+/// A zc_host_services table for one run (seed, device, num_threads), wired
+/// to the core logger, the status functions and the stop flag. Instances
+/// created with it must be destroyed before it (the Engine owns both).
+class HostServices {
+ public:
+  /// `num_threads` < 1 is treated as 1. Devices other than kDLCPU are accepted
+  /// here; alloc() on kDLCUDA logs an error and returns NULL until the CUDA
+  /// backend exists.
+  explicit HostServices(uint64_t seed = 0, int32_t num_threads = 1, DLDevice device = DLDevice{kDLCPU, 0});
+  HostServices(const HostServices&) = delete;
+  HostServices& operator=(const HostServices&) = delete;
+
+  /// The table to put into zc_create_args.host.
+  const zc_host_services* raw() const { return &table_; }
+  uint64_t seed() const { return table_.seed; }
+  int32_t num_threads() const { return table_.num_threads; }
+  DLDevice device() const { return table_.device; }
+
+ private:
+  zc_host_services table_;
+};
+
+/// 64-byte aligned CPU allocation as the `alloc` service does it: alignment
+/// is raised to at least 64, `bytes` is rounded up to a multiple of it, and
+/// 0 bytes still returns a unique pointer. NULL when alignment is not a
+/// power of two or on failure. Release with aligned_free.
+void* aligned_alloc_cpu(size_t bytes, size_t alignment);
+void aligned_free_cpu(void* ptr);
+
+}  // namespace zcode
