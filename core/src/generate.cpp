@@ -1,0 +1,409 @@
+// Generation strategies over a Decoder (see zcode/core/generate.h).
+#include <zcode/core/generate.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace zcode::gen {
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kEos: return "eos";
+    case StopReason::kStopString: return "stop_string";
+    case StopReason::kMaxNewTokens: return "max_new_tokens";
+  }
+  return "?";
+}
+
+void validate(const GenerationOptions& o) {
+  auto bad = [](const std::string& m) { throw std::invalid_argument(m); };
+  if (o.strategy != "greedy" && o.strategy != "sample" && o.strategy != "beam" && o.strategy != "contrastive")
+    bad("generation.strategy: '" + o.strategy + "' is not one of greedy, sample, beam, contrastive");
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature))
+    bad("generation.temperature: " + std::to_string(o.temperature) + " must be a finite number >= 0");
+  if (o.top_k < 0) bad("generation.top_k: " + std::to_string(o.top_k) + " must be >= 0");
+  if (!(o.top_p > 0 && o.top_p <= 1)) bad("generation.top_p: " + std::to_string(o.top_p) + " is outside (0, 1]");
+  if (o.num_beams < 1) bad("generation.num_beams: " + std::to_string(o.num_beams) + " must be >= 1");
+  if (!std::isfinite(o.length_penalty)) bad("generation.length_penalty: must be finite");
+  if (!(o.penalty_alpha >= 0 && o.penalty_alpha <= 1))
+    bad("generation.penalty_alpha: " + std::to_string(o.penalty_alpha) + " is outside [0, 1]");
+  if (o.max_new_tokens < 0) bad("generation.max_new_tokens: " + std::to_string(o.max_new_tokens) + " must be >= 0");
+  for (const auto& s : o.stop)
+    if (s.empty()) bad("generation.stop: empty stop string");
+}
+
+uint64_t splitmix64_next(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+int32_t argmax(const float* logits, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;  // strict: ties keep the lower id
+  return static_cast<int32_t>(best);
+}
+
+void log_softmax(const float* logits, int64_t n, double* out) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(logits[i]) - lse;
+}
+
+namespace {
+
+// log p(id) under softmax(logits) at temperature 1.
+double token_logprob(const float* logits, int64_t n, int32_t id) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  return static_cast<double>(logits[id]) - mx - std::log(sum);
+}
+
+bool by_value_then_id(const std::pair<double, int32_t>& a, const std::pair<double, int32_t>& b) {
+  return a.first != b.first ? a.first > b.first : a.second < b.second;
+}
+
+}  // namespace
+
+int32_t sample(const float* logits, int64_t n, double temperature, int32_t top_k, double top_p, uint64_t* rng_state,
+               std::vector<std::pair<double, int32_t>>* scratch, double* logprob) {
+  if (n <= 0) throw std::invalid_argument("sample: empty vocabulary");
+  if (temperature == 0) {
+    int32_t id = argmax(logits, n);
+    if (logprob) *logprob = token_logprob(logits, n, id);
+    return id;
+  }
+  auto& c = *scratch;
+  c.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) c[i] = {static_cast<double>(logits[i]) / temperature, static_cast<int32_t>(i)};
+  size_t kept = static_cast<size_t>(n);
+  if (top_k > 0 && static_cast<int64_t>(top_k) < n) {
+    kept = static_cast<size_t>(top_k);
+    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(kept), c.end(), by_value_then_id);
+  } else {
+    std::sort(c.begin(), c.end(), by_value_then_id);
+  }
+  const double mx = c[0].first;
+  double sum = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    c[i].first = std::exp(c[i].first - mx);
+    sum += c[i].first;
+  }
+  for (size_t i = 0; i < kept; ++i) c[i].first /= sum;
+  if (top_p < 1.0) {
+    double cum = 0;
+    size_t cut = kept;
+    for (size_t i = 0; i < kept; ++i) {
+      cum += c[i].first;
+      if (cum >= top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    kept = cut;
+    double s2 = 0;
+    for (size_t i = 0; i < kept; ++i) s2 += c[i].first;
+    for (size_t i = 0; i < kept; ++i) c[i].first /= s2;
+  }
+  const double u = static_cast<double>(splitmix64_next(rng_state) >> 11) * 0x1.0p-53;
+  int32_t pick = c[kept - 1].second;
+  double cum = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    cum += c[i].first;
+    if (cum > u) {
+      pick = c[i].second;
+      break;
+    }
+  }
+  if (logprob) *logprob = token_logprob(logits, n, pick);
+  return pick;
+}
+
+namespace {
+
+// Closes the decoder session on every exit path.
+struct Session {
+  Decoder& d;
+  Session(Decoder& dec, int32_t batch, int32_t max_len) : d(dec) { d.begin(batch, max_len); }
+  ~Session() {
+    try {
+      d.end();
+    } catch (...) {
+    }
+  }
+};
+
+// Feeds the prompt to every row of a batch; leaves the last logits in `logits`.
+void prefill(Decoder& d, const std::vector<int32_t>& prompt, int32_t batch, std::vector<float>& logits,
+             std::vector<std::vector<float>>* reps = nullptr) {
+  std::vector<int32_t> toks(static_cast<size_t>(batch));
+  for (int32_t t : prompt) {
+    std::fill(toks.begin(), toks.end(), t);
+    d.step(toks.data(), logits.data());
+    if (reps) reps->emplace_back(logits.begin(), logits.begin() + d.vocab_size());
+  }
+}
+
+Result run_greedy_or_sample(Decoder& d, Result r, const GenerationOptions& o, int32_t eos, int32_t max_len,
+                            const Hooks& h) {
+  const int64_t V = d.vocab_size();
+  std::vector<float> logits(static_cast<size_t>(V));
+  Session s(d, 1, max_len);
+  prefill(d, r.prompt, 1, logits);
+  const bool greedy = o.strategy == "greedy" || o.temperature == 0;
+  uint64_t rng = o.seed;
+  std::vector<std::pair<double, int32_t>> scratch;
+  for (int32_t i = 0; i < o.max_new_tokens; ++i) {
+    double lp = 0;
+    int32_t id = greedy ? argmax(logits.data(), V) : sample(logits.data(), V, o.temperature, o.top_k, o.top_p, &rng, &scratch, &lp);
+    if (greedy) lp = token_logprob(logits.data(), V, id);
+    if (id == eos) {
+      r.reason = StopReason::kEos;
+      return r;
+    }
+    r.generated.push_back(id);
+    r.score += lp;
+    if (h.on_token) h.on_token(id);
+    if (h.should_stop && h.should_stop(r.generated)) {
+      r.reason = StopReason::kStopString;
+      return r;
+    }
+    if (i + 1 < o.max_new_tokens) d.step(&id, logits.data());
+  }
+  r.reason = StopReason::kMaxNewTokens;
+  return r;
+}
+
+double cosine(const float* a, const float* b, int64_t n) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ab += static_cast<double>(a[i]) * b[i];
+    aa += static_cast<double>(a[i]) * a[i];
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  if (aa == 0 || bb == 0) return 0;
+  return ab / std::sqrt(aa * bb);
+}
+
+// Contrastive search (Su et al. 2022, eq. 5), batch = k candidates: all rows
+// share the context; each step feeds the k candidates, scores them, and copies
+// the winner's cache into every row.
+Result run_contrastive(Decoder& d, Result r, const GenerationOptions& o, int32_t eos, int32_t max_len, const Hooks& h) {
+  const int64_t V = d.vocab_size();
+  const int32_t k = static_cast<int32_t>(std::min<int64_t>(o.top_k > 0 ? o.top_k : 4, V));
+  const double alpha = o.penalty_alpha;
+  std::vector<float> logits(static_cast<size_t>(k) * V);
+  std::vector<std::vector<float>> reps;  // context representations (logit vectors)
+  Session s(d, k, max_len);
+  prefill(d, r.prompt, k, logits, &reps);
+  std::vector<float> next(logits.begin(), logits.begin() + V);  // distribution for the next token
+  std::vector<double> lsm(static_cast<size_t>(V));
+  std::vector<std::pair<double, int32_t>> cand(static_cast<size_t>(V));
+  std::vector<int32_t> toks(static_cast<size_t>(k)), src(static_cast<size_t>(k));
+  for (int32_t step = 0; step < o.max_new_tokens; ++step) {
+    log_softmax(next.data(), V, lsm.data());
+    for (int64_t i = 0; i < V; ++i) cand[i] = {lsm[i], static_cast<int32_t>(i)};
+    std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), by_value_then_id);
+    for (int32_t j = 0; j < k; ++j) toks[j] = cand[j].second;
+    d.step(toks.data(), logits.data());
+    int32_t best = 0;
+    double best_score = -std::numeric_limits<double>::infinity();
+    for (int32_t j = 0; j < k; ++j) {
+      double penalty = 0;
+      const float* hv = logits.data() + static_cast<size_t>(j) * V;
+      for (const auto& hj : reps) penalty = std::max(penalty, cosine(hv, hj.data(), V));
+      const double score = (1 - alpha) * std::exp(cand[j].first) - alpha * penalty;
+      if (score > best_score) {  // strict: ties keep the higher-probability (lower rank) candidate
+        best_score = score;
+        best = j;
+      }
+    }
+    const int32_t id = cand[best].second;
+    if (id == eos) {
+      r.reason = StopReason::kEos;
+      return r;
+    }
+    r.generated.push_back(id);
+    r.score += cand[best].first;
+    if (h.on_token) h.on_token(id);
+    const float* win = logits.data() + static_cast<size_t>(best) * V;
+    reps.emplace_back(win, win + V);
+    next.assign(win, win + V);
+    std::fill(src.begin(), src.end(), best);
+    d.reorder(src.data());
+    if (h.should_stop && h.should_stop(r.generated)) {
+      r.reason = StopReason::kStopString;
+      return r;
+    }
+  }
+  r.reason = StopReason::kMaxNewTokens;
+  return r;
+}
+
+// Beam search as in HF transformers' BeamSearchScorer (early_stopping=False):
+// 2·num_beams candidates per step; those ending in <eos> become finished
+// hypotheses scored sum_logprobs / gen_len^length_penalty; done when
+// num_beams hypotheses exist and the best running beam, normalised at the
+// current length, cannot beat the worst of them.
+Result run_beam(Decoder& d, Result r, const GenerationOptions& o, int32_t eos, int32_t max_len, const Hooks& h) {
+  const int64_t V = d.vocab_size();
+  const int32_t B = o.num_beams;
+  const double lp = o.length_penalty;
+  std::vector<float> logits(static_cast<size_t>(B) * V);
+  Session s(d, B, max_len);
+  prefill(d, r.prompt, B, logits);
+  struct Beam {
+    std::vector<int32_t> ids;
+    double sum = 0;
+  };
+  std::vector<Beam> beams(static_cast<size_t>(B));
+  // At the start every beam is the same; only beam 0 may expand, so the first
+  // step does not pick the same token B times.
+  for (int32_t b = 1; b < B; ++b) beams[b].sum = -std::numeric_limits<double>::infinity();
+  struct Hyp {
+    std::vector<int32_t> ids;
+    double score;
+  };
+  std::vector<Hyp> done;
+  auto add_hyp = [&](std::vector<int32_t> ids, double sum, size_t len) {
+    const double score = sum / std::pow(static_cast<double>(std::max<size_t>(len, 1)), lp);
+    done.push_back({std::move(ids), score});
+    std::sort(done.begin(), done.end(), [](const Hyp& a, const Hyp& b) { return a.score > b.score; });
+    if (done.size() > static_cast<size_t>(B)) done.pop_back();
+  };
+  std::vector<double> lsm(static_cast<size_t>(V));
+  struct Cand {
+    double sum;
+    int32_t beam, id;
+  };
+  std::vector<Cand> cands;
+  std::vector<int32_t> src(static_cast<size_t>(B)), toks(static_cast<size_t>(B));
+  for (int32_t step = 0; step < o.max_new_tokens; ++step) {
+    cands.clear();
+    for (int32_t b = 0; b < B; ++b) {
+      if (!std::isfinite(beams[b].sum)) continue;
+      log_softmax(logits.data() + static_cast<size_t>(b) * V, V, lsm.data());
+      for (int64_t v = 0; v < V; ++v) cands.push_back({beams[b].sum + lsm[v], b, static_cast<int32_t>(v)});
+    }
+    const size_t keep = std::min<size_t>(cands.size(), static_cast<size_t>(2 * B));
+    std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(),
+                      [](const Cand& a, const Cand& b) {
+                        if (a.sum != b.sum) return a.sum > b.sum;
+                        if (a.beam != b.beam) return a.beam < b.beam;
+                        return a.id < b.id;
+                      });
+    std::vector<Beam> next;
+    next.reserve(static_cast<size_t>(B));
+    int32_t filled = 0;
+    for (size_t c = 0; c < keep && filled < B; ++c) {
+      const Cand& cd = cands[c];
+      if (cd.id == eos) {
+        // HF adds an <eos> candidate only if it ranks within the first B.
+        if (c < static_cast<size_t>(B)) add_hyp(beams[cd.beam].ids, cd.sum, beams[cd.beam].ids.size() + 1);
+        continue;
+      }
+      Beam nb{beams[cd.beam].ids, cd.sum};
+      nb.ids.push_back(cd.id);
+      next.push_back(std::move(nb));
+      src[filled] = cd.beam;
+      toks[filled] = cd.id;
+      ++filled;
+    }
+    for (; filled < B; ++filled) {  // fewer live candidates than beams (tiny vocab)
+      next.push_back({{}, -std::numeric_limits<double>::infinity()});
+      src[filled] = 0;
+      toks[filled] = 0;
+    }
+    beams = std::move(next);
+    const size_t cur_len = static_cast<size_t>(step) + 1;
+    bool any_live = false;
+    double best_live = -std::numeric_limits<double>::infinity();
+    for (const Beam& b : beams)
+      if (std::isfinite(b.sum)) {
+        any_live = true;
+        best_live = std::max(best_live, b.sum);
+      }
+    if (!any_live) break;
+    if (done.size() == static_cast<size_t>(B) &&
+        done.back().score >= best_live / std::pow(static_cast<double>(cur_len), lp))
+      break;
+    if (step + 1 == o.max_new_tokens) {
+      for (const Beam& b : beams)
+        if (std::isfinite(b.sum)) add_hyp(b.ids, b.sum, b.ids.size());
+      break;
+    }
+    d.reorder(src.data());
+    d.step(toks.data(), logits.data());
+    if (h.should_stop) {
+      for (int32_t b = 0; b < B; ++b) {
+        if (std::isfinite(beams[b].sum) && h.should_stop(beams[b].ids)) {
+          add_hyp(beams[b].ids, beams[b].sum, beams[b].ids.size());
+          beams[b].sum = -std::numeric_limits<double>::infinity();
+        }
+      }
+    }
+  }
+  if (done.empty()) {
+    r.reason = StopReason::kMaxNewTokens;
+    return r;
+  }
+  const Hyp& best = done.front();
+  r.generated = best.ids;
+  r.score = best.score;
+  const bool hit_max = static_cast<int32_t>(best.ids.size()) >= o.max_new_tokens;
+  r.reason = hit_max ? StopReason::kMaxNewTokens
+             : (h.should_stop && h.should_stop(best.ids)) ? StopReason::kStopString
+                                                           : StopReason::kEos;
+  if (h.on_token)
+    for (int32_t id : r.generated) h.on_token(id);
+  return r;
+}
+
+}  // namespace
+
+Result generate(Decoder& model, std::span<const int32_t> prompt, const GenerationOptions& opts_in, int32_t bos_id,
+                int32_t eos_id, int32_t max_seq_len, const Hooks& hooks) {
+  validate(opts_in);
+  GenerationOptions o = opts_in;
+  if (max_seq_len < 2) throw std::invalid_argument("model.max_seq_len: " + std::to_string(max_seq_len) + " is too small to generate");
+  if (o.max_new_tokens > max_seq_len - 1) {
+    if (hooks.warn)
+      hooks.warn("generation.max_new_tokens: " + std::to_string(o.max_new_tokens) + " clamped to max_seq_len - 1 = " +
+                 std::to_string(max_seq_len - 1));
+    o.max_new_tokens = max_seq_len - 1;
+  }
+  Result r;
+  r.prompt.assign(prompt.begin(), prompt.end());
+  if (r.prompt.empty()) {
+    const int32_t start = bos_id >= 0 ? bos_id : eos_id;
+    if (start < 0) throw std::invalid_argument("generate: empty prompt and the tokenizer has neither <bos> nor <eos>");
+    r.prompt.push_back(start);
+  }
+  const size_t room = static_cast<size_t>(max_seq_len - o.max_new_tokens);
+  if (r.prompt.size() > room) {
+    if (hooks.warn)
+      hooks.warn("prompt has " + std::to_string(r.prompt.size()) + " tokens; keeping the last " + std::to_string(room) +
+                 " (max_seq_len " + std::to_string(max_seq_len) + " - max_new_tokens " + std::to_string(o.max_new_tokens) + ")");
+    r.prompt.erase(r.prompt.begin(), r.prompt.end() - static_cast<std::ptrdiff_t>(room));
+  }
+  const int32_t max_len = max_seq_len;
+  if (o.max_new_tokens == 0) return r;
+  for (int32_t id : r.prompt)
+    if (id < 0 || id >= model.vocab_size())
+      throw std::invalid_argument("generate: prompt id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                  std::to_string(model.vocab_size()) + ")");
+  if (o.strategy == "beam") return run_beam(model, std::move(r), o, eos_id, max_len, hooks);
+  if (o.strategy == "contrastive") return run_contrastive(model, std::move(r), o, eos_id, max_len, hooks);
+  return run_greedy_or_sample(model, std::move(r), o, eos_id, max_len, hooks);
+}
+
+}  // namespace zcode::gen
