@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 0u
+#define ZC_ABI_VERSION_MINOR 1u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -351,7 +351,7 @@ typedef struct zc_dataloader_table {
 /* Model                                                                      */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_MODEL_TABLE_VERSION 1u
+#define ZC_MODEL_TABLE_VERSION 2u
 
 /* Parameter flags. */
 enum {
@@ -432,6 +432,16 @@ typedef struct zc_model_table {
    * check the KV cache against recomputation). */
   zc_status* (*forward_logits)(void* instance, const int32_t* tokens, int32_t n,
                                float* out_logits);
+
+  /* ---- kind_version 2 (ABI 1.1) ---- */
+  /* Forward only, for evaluation: like forward_logprobs (same masks, same
+   * batch semantics), and also the argmax id of each position's next-token
+   * logits, int32 [batch, seq] (ties: lowest id; positions with target -1
+   * get -1). Either output may be NULL. A model that does not implement it
+   * returns ZC_ERR_UNSUPPORTED (the lm evaluator then reports accuracy only
+   * when it can recompute it through forward_logits). */
+  zc_status* (*forward_eval)(void* instance, const zc_batch* batch, DLTensor* out_logprobs,
+                             DLTensor* out_argmax);
 } zc_model_table;
 
 /* ------------------------------------------------------------------------ */
@@ -508,7 +518,10 @@ typedef struct zc_event {
 } zc_event;
 
 enum {
-  ZC_CALLBACK_REQUEST_STOP = 1u << 0 /* stop training after this step */
+  ZC_CALLBACK_REQUEST_STOP = 1u << 0, /* stop training after this step */
+  /* (ABI 1.1) write a checkpoint after this step: the engine owns writing
+   * (atomic folder, `latest`, keep_last_n); callbacks decide the cadence. */
+  ZC_CALLBACK_REQUEST_CHECKPOINT = 1u << 1
 };
 
 typedef struct zc_callback_table {
@@ -577,7 +590,7 @@ ZC_STATIC_ASSERT(sizeof(zc_create_args) == 80, "zc_create_args layout");
 ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
 ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
-ZC_STATIC_ASSERT(sizeof(zc_model_table) == 136, "zc_model_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_model_table) == 144, "zc_model_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 72, "zc_optimizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_scheduler_table) == 56, "zc_scheduler_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_evaluator_table) == 56, "zc_evaluator_table layout");

@@ -174,6 +174,12 @@ class Model : public Stage {
   virtual void decode_reorder(void* session, const int32_t* src) = 0;
   virtual void decode_end(void* session) = 0;
   virtual void forward_logits(const int32_t* tokens, int32_t n, float* out_logits) = 0;
+  /// Evaluation forward (zc_model_table.forward_eval, ABI 1.1): target
+  /// log-probs and/or the argmax id per position (either may be NULL).
+  /// Default: unsupported, so older models keep compiling.
+  virtual void forward_eval(const zc_batch& /*batch*/, DLTensor* /*out_logprobs*/, DLTensor* /*out_argmax*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement forward_eval");
+  }
 };
 
 class Optimizer : public Stage {
