@@ -235,7 +235,7 @@ def init_params(cfg, generator):
     """
     out = {}
     for name, shape in param_shapes(cfg).items():
-        if name.endswith("norm.weight"):
+        if name.endswith("norm.weight") or name == "norm_f.weight":
             v = torch.full(shape, math.sqrt(cfg.d_model) if cfg.norm == "scalenorm" else 1.0, dtype=DT)
         elif name.endswith("rope_log_inv_freq"):
             v = rope_init(cfg)
@@ -260,7 +260,7 @@ def comparison_params(cfg, generator):
     p = init_params(cfg, generator)
     for name, v in p.items():
         shape = list(v.shape)
-        if name.endswith("norm.weight"):
+        if name.endswith("norm.weight") or name == "norm_f.weight":
             p[name] = v * (1.0 + 0.2 * (torch.rand(shape, dtype=DT, generator=generator) - 0.5))
         elif name.endswith("rope_log_inv_freq"):
             p[name] = v + 0.1 * torch.randn(shape, dtype=DT, generator=generator)
