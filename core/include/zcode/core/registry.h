@@ -91,6 +91,8 @@ struct PluginSearchOptions {
   std::vector<std::filesystem::path> config_paths;  // the config's plugin_path
   bool use_env = true;      // read ZCODE_PLUGIN_PATH
   bool use_default = true;  // <exe_dir>/../lib/zcode/plugins
+  /// Replaces the bundled folder when not empty (tests, embedders).
+  std::filesystem::path default_dir;
   /// Accept world-writable plugin files and folders (--allow-insecure-plugin-path).
   bool allow_insecure = false;
 };
