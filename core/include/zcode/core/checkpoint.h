@@ -1,0 +1,90 @@
+// zcode/core/checkpoint.h: checkpoint folders, written atomically and
+// verified completely before anything is loaded.
+//
+// Layout of `<run>/checkpoints/`:
+//   step_N/model.safetensors      the model's tensors (its save_state names)
+//   step_N/optimizer.safetensors  the optimizer's tensors
+//   step_N/extra.safetensors      other stages' tensors, "<stage>/<name>" (only if any)
+//   step_N/state.json             step, every stage's JSON, RNG and data state,
+//                                 config + its SHA-256, environment, and the
+//                                 SHA-256 of every .safetensors file
+//   step_N/SHA256SUMS             `sha256sum -c` format over all files above
+//   latest                        one line: the newest complete folder name
+//
+// Writing: files go into a hidden temp folder `.tmp-step_N-<pid>`, each file
+// is fsync'ed, then the folder, then it is renamed to step_N, the parent is
+// fsync'ed, and only then `latest` is replaced (temp file + rename). A crash
+// at any point leaves the previous checkpoint intact and `latest` naming it.
+#pragma once
+
+#include <zcode/sdk/safetensors.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zcode::ckpt {
+
+/// A checkpoint that cannot be used, one line naming the file:
+/// `outputs/x/checkpoints/step_4/model.safetensors: SHA-256 mismatch (...)`.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Lower-case hex SHA-256 (FIPS 180-4, via OpenSSL EVP) of bytes / a file.
+/// sha256_file throws CheckpointError when the file cannot be read.
+std::string sha256_hex(const void* data, size_t size);
+std::string sha256_file(const std::filesystem::path& path);
+
+/// Writes `text` to `path` atomically (temp file, fsync, rename, fsync dir).
+/// Throws CheckpointError naming the path.
+void write_file_atomic(const std::filesystem::path& path, const std::string& text);
+
+/// What one checkpoint holds, before it goes to disk.
+struct CheckpointContents {
+  uint64_t step = 0;
+  zcode::sdk::safetensors::Writer model;
+  zcode::sdk::safetensors::Writer optimizer;
+  zcode::sdk::safetensors::Writer extra;
+  /// state.json without the "files" entry (added by write_checkpoint): a JSON
+  /// object as text.
+  std::string state_json;
+};
+
+/// Writes `root/step_<step>` atomically (see the file comment), updates
+/// `root/latest`, then removes the oldest step folders beyond `keep_last_n`
+/// (0 keeps all; the folder just written is never removed). Returns the
+/// folder. Throws CheckpointError.
+std::filesystem::path write_checkpoint(const std::filesystem::path& root, const CheckpointContents& c,
+                                       int64_t keep_last_n);
+
+/// Step folders under `root` sorted by step (hidden temp folders ignored).
+std::vector<std::pair<uint64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& root);
+
+/// Resolves a --resume-from / --checkpoint value: "latest" -> the folder
+/// named by `<run_dir>/checkpoints/latest`; a run folder -> its latest; a
+/// `checkpoints/` folder -> its latest; a step folder as is. Throws
+/// CheckpointError (`--resume-from latest: no checkpoint in <dir>`).
+std::filesystem::path resolve(const std::string& spec, const std::filesystem::path& run_dir);
+
+/// A loaded and fully verified checkpoint.
+struct LoadedCheckpoint {
+  std::filesystem::path dir;
+  uint64_t step = 0;
+  std::unique_ptr<zcode::sdk::safetensors::Reader> model, optimizer, extra;  // extra may be null
+  std::string state_json;  // the whole state.json text
+};
+
+/// Reads every file of `dir`, checks SHA256SUMS and the hashes in
+/// state.json, parses the safetensors files and state.json, and only then
+/// returns. Throws CheckpointError naming the offending file (missing,
+/// truncated, hash mismatch, bad header). Never returns half a checkpoint.
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir);
+
+}  // namespace zcode::ckpt

@@ -1,0 +1,265 @@
+// Checkpoint folders: atomic write, `latest`, keep_last_n, verified load.
+#include <zcode/core/checkpoint.h>
+
+#include <openssl/evp.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace zcode::ckpt {
+
+namespace fs = std::filesystem;
+namespace st = zcode::sdk::safetensors;
+
+namespace {
+
+const char* const kFiles[] = {"model.safetensors", "optimizer.safetensors", "extra.safetensors", "state.json"};
+
+void fsync_path(const fs::path& p, bool dir) {
+  int fd = ::open(p.c_str(), (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) throw CheckpointError(p.string() + ": cannot open for fsync (" + std::strerror(errno) + ")");
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw CheckpointError(p.string() + ": fsync failed (" + std::strerror(errno) + ")");
+}
+
+// Writes a file (not atomically: it is inside the temp folder) and fsyncs it.
+void write_plain(const fs::path& p, const void* data, size_t n) {
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CheckpointError(p.string() + ": cannot create (" + std::strerror(errno) + ")");
+  const char* c = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::write(fd, c + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = errno;
+      ::close(fd);
+      throw CheckpointError(p.string() + ": write failed (" + std::strerror(e) + ")");
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw CheckpointError(p.string() + ": fsync failed (" + std::strerror(e) + ")");
+  }
+  ::close(fd);
+}
+
+std::vector<uint8_t> read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw CheckpointError(p.string() + ": missing or unreadable");
+  std::vector<uint8_t> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw CheckpointError(p.string() + ": read error");
+  return buf;
+}
+
+std::optional<uint64_t> parse_step_name(const std::string& name) {
+  if (name.rfind("step_", 0) != 0 || name.size() == 5) return std::nullopt;
+  uint64_t v = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string sha256_hex(const void* data, size_t size) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr) != 1) throw CheckpointError("SHA-256: OpenSSL EVP_Digest failed");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(hex[md[i] >> 4]);
+    out.push_back(hex[md[i] & 15]);
+  }
+  return out;
+}
+
+std::string sha256_file(const fs::path& path) {
+  auto b = read_all(path);
+  return sha256_hex(b.data(), b.size());
+}
+
+void write_file_atomic(const fs::path& path, const std::string& text) {
+  try {
+    st::Writer::write_file_atomic(path.string(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  } catch (const zcode::sdk::Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+std::vector<std::pair<uint64_t, fs::path>> list_checkpoints(const fs::path& root) {
+  std::vector<std::pair<uint64_t, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    if (!e.is_directory()) continue;
+    if (auto s = parse_step_name(e.path().filename().string())) out.emplace_back(*s, e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+fs::path write_checkpoint(const fs::path& root, const CheckpointContents& c, int64_t keep_last_n) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) throw CheckpointError(root.string() + ": cannot create (" + ec.message() + ")");
+  const std::string name = "step_" + std::to_string(c.step);
+  const fs::path tmp = root / (".tmp-" + name + "-" + std::to_string(::getpid()));
+  const fs::path final_dir = root / name;
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  if (ec) throw CheckpointError(tmp.string() + ": cannot create (" + ec.message() + ")");
+
+  rapidjson::Document state;
+  state.Parse(c.state_json.c_str());
+  if (state.HasParseError() || !state.IsObject()) throw CheckpointError("state.json: internal error: state is not a JSON object");
+  auto& al = state.GetAllocator();
+  rapidjson::Value files(rapidjson::kObjectType);
+  std::ostringstream sums;
+  auto put = [&](const char* fname, const std::vector<uint8_t>& bytes) {
+    write_plain(tmp / fname, bytes.data(), bytes.size());
+    const std::string h = sha256_hex(bytes.data(), bytes.size());
+    sums << h << "  " << fname << "\n";
+    return h;
+  };
+  for (auto [fname, w] : {std::pair{"model.safetensors", &c.model}, std::pair{"optimizer.safetensors", &c.optimizer},
+                          std::pair{"extra.safetensors", &c.extra}}) {
+    if (w == &c.extra && c.extra.size() == 0) continue;
+    const std::string h = put(fname, w->serialize());
+    files.AddMember(rapidjson::Value(fname, al), rapidjson::Value(h.c_str(), al), al);
+  }
+  state.RemoveMember("files");
+  state.AddMember("files", files, al);
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> jw(sb);
+  state.Accept(jw);
+  std::string text(sb.GetString(), sb.GetSize());
+  text.push_back('\n');
+  put("state.json", std::vector<uint8_t>(text.begin(), text.end()));
+  const std::string s = sums.str();
+  write_plain(tmp / "SHA256SUMS", s.data(), s.size());
+  fsync_path(tmp, true);
+
+  // Replace an existing folder of the same step (a re-save) only after the new
+  // one is complete: move the old one aside first.
+  fs::path old_aside;
+  if (fs::exists(final_dir, ec)) {
+    old_aside = root / (".old-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(old_aside, ec);
+    fs::rename(final_dir, old_aside, ec);
+    if (ec) throw CheckpointError(final_dir.string() + ": cannot replace (" + ec.message() + ")");
+  }
+  fs::rename(tmp, final_dir, ec);
+  if (ec) throw CheckpointError(final_dir.string() + ": rename failed (" + ec.message() + ")");
+  fsync_path(root, true);
+  write_file_atomic(root / "latest", name + "\n");
+  if (!old_aside.empty()) fs::remove_all(old_aside, ec);
+
+  if (keep_last_n > 0) {
+    auto all = list_checkpoints(root);
+    const size_t keep = static_cast<size_t>(keep_last_n);
+    size_t excess = all.size() > keep ? all.size() - keep : 0;
+    for (size_t i = 0; i < all.size() && excess > 0; ++i) {
+      if (all[i].second == final_dir) continue;
+      fs::remove_all(all[i].second, ec);
+      --excess;
+    }
+  }
+  return final_dir;
+}
+
+fs::path resolve(const std::string& spec, const fs::path& run_dir) {
+  auto latest_of = [&](const fs::path& ckroot, const std::string& what) {
+    std::ifstream in(ckroot / "latest");
+    std::string name;
+    if (!in || !std::getline(in, name) || name.empty())
+      throw CheckpointError(what + ": no checkpoint in " + ckroot.string() + " (no 'latest' file)");
+    while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
+    if (!parse_step_name(name)) throw CheckpointError((ckroot / "latest").string() + ": expected 'step_N', found '" + name + "'");
+    return ckroot / name;
+  };
+  if (spec == "latest") return latest_of(run_dir / "checkpoints", "--resume-from latest");
+  fs::path p(spec);
+  std::error_code ec;
+  if (!fs::exists(p, ec)) throw CheckpointError(spec + ": checkpoint folder not found");
+  if (fs::exists(p / "state.json", ec)) return p;
+  if (fs::exists(p / "latest", ec)) return latest_of(p, spec);
+  if (fs::exists(p / "checkpoints" / "latest", ec)) return latest_of(p / "checkpoints", spec);
+  throw CheckpointError(spec + ": not a checkpoint folder (expected .../checkpoints/step_N with state.json)");
+}
+
+LoadedCheckpoint load_checkpoint(const fs::path& dir) {
+  LoadedCheckpoint out;
+  out.dir = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw CheckpointError(dir.string() + ": checkpoint folder not found");
+  // 1. SHA256SUMS names every file with its hash; all must match.
+  auto sums_bytes = read_all(dir / "SHA256SUMS");
+  std::map<std::string, std::string> sums;
+  std::istringstream ss(std::string(sums_bytes.begin(), sums_bytes.end()));
+  std::string line;
+  int lineno = 0;
+  while (std::getline(ss, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    if (line.size() < 67 || line.substr(64, 2) != "  ")
+      throw CheckpointError((dir / "SHA256SUMS").string() + ":" + std::to_string(lineno) + ": malformed line");
+    sums[line.substr(66)] = line.substr(0, 64);
+  }
+  for (const char* req : {"model.safetensors", "optimizer.safetensors", "state.json"})
+    if (!sums.count(req)) throw CheckpointError((dir / "SHA256SUMS").string() + ": no entry for " + req);
+  std::map<std::string, std::vector<uint8_t>> bytes;
+  for (const auto& [fname, hash] : sums) {
+    if (std::find(std::begin(kFiles), std::end(kFiles), fname) == std::end(kFiles))
+      throw CheckpointError((dir / "SHA256SUMS").string() + ": unexpected file '" + fname + "'");
+    auto b = read_all(dir / fname);
+    const std::string got = sha256_hex(b.data(), b.size());
+    if (got != hash)
+      throw CheckpointError((dir / fname).string() + ": SHA-256 mismatch (file is corrupted or was modified: expected " +
+                            hash.substr(0, 12) + "..., found " + got.substr(0, 12) + "...)");
+    bytes[fname] = std::move(b);
+  }
+  // 2. state.json parses and its "files" agree.
+  const auto& sj = bytes["state.json"];
+  out.state_json.assign(sj.begin(), sj.end());
+  rapidjson::Document state;
+  state.Parse<rapidjson::kParseFullPrecisionFlag>(out.state_json.c_str());
+  if (state.HasParseError() || !state.IsObject()) throw CheckpointError((dir / "state.json").string() + ": not a JSON object");
+  if (!state.HasMember("step") || !state["step"].IsUint64())
+    throw CheckpointError((dir / "state.json").string() + ": missing integer field \"step\"");
+  out.step = state["step"].GetUint64();
+  if (!state.HasMember("files") || !state["files"].IsObject())
+    throw CheckpointError((dir / "state.json").string() + ": missing object field \"files\"");
+  for (auto it = state["files"].MemberBegin(); it != state["files"].MemberEnd(); ++it) {
+    const std::string fname = it->name.GetString();
+    if (!it->value.IsString() || !sums.count(fname) || sums[fname] != it->value.GetString())
+      throw CheckpointError((dir / "state.json").string() + ": hash of " + fname + " disagrees with SHA256SUMS");
+  }
+  // 3. Every safetensors file parses (bounds-checked).
+  try {
+    out.model = std::make_unique<st::Reader>(bytes["model.safetensors"], (dir / "model.safetensors").string());
+    out.optimizer = std::make_unique<st::Reader>(bytes["optimizer.safetensors"], (dir / "optimizer.safetensors").string());
+    if (bytes.count("extra.safetensors"))
+      out.extra = std::make_unique<st::Reader>(bytes["extra.safetensors"], (dir / "extra.safetensors").string());
+  } catch (const zcode::sdk::Error& e) {
+    throw CheckpointError(e.what());
+  }
+  return out;
+}
+
+}  // namespace zcode::ckpt
