@@ -1,0 +1,167 @@
+// zcode-host run | train | evaluate | profile: validate the config, then hand
+// it to zcode::Engine (core/include/zcode/core/engine.h).
+#include "cli_common.h"
+#include "commands.h"
+
+#include <zcode/core/log.h>
+
+#if ZCODE_HAVE_ENGINE
+#include <zcode/core/engine.h>
+#endif
+
+#include <iostream>
+
+namespace zcode::host {
+namespace {
+
+struct RunFlags {
+  std::string config;
+  std::vector<std::string> sets;
+  PluginFlags plugins;
+  bool overwrite = false;
+  std::string resume_from;
+};
+
+void add_run_options(po::options_description& d, RunFlags& f, bool config_flag) {
+  if (config_flag) d.add_options()("config,c", po::value(&f.config)->required(), "experiment config (YAML or JSON)");
+  d.add_options()
+      ("set", po::value<std::vector<std::string>>(&f.sets)->composing(),
+       "override a config field before validation, e.g. --set optimizer.lr=1e-3 (repeatable)")
+      ("overwrite", po::bool_switch(&f.overwrite), "reuse a run folder that already holds a run")
+      ("resume-from", po::value(&f.resume_from),
+       "resume from a checkpoint folder (.../checkpoints/step_N) or 'latest'");
+  f.plugins.add_to(d);
+}
+
+#if ZCODE_HAVE_ENGINE
+EngineOptions engine_options(const RunFlags& f) {
+  EngineOptions o;
+  o.plugin_paths = f.plugins.paths;
+  o.allow_insecure_plugin_path = f.plugins.allow_insecure;
+  o.overwrite = f.overwrite;
+  o.resume_from = f.resume_from;
+  o.overrides = f.sets;
+  o.config_path = f.config;
+  return o;
+}
+#endif
+
+int engine_missing(const std::string& cmd) {
+  log::error("zcode-host " + cmd + ": the engine is not built yet (core/src/engine.cpp is missing); the config is valid");
+  return kRuntimeError;
+}
+
+int train_like(const std::string& cmd, const std::vector<std::string>& args, bool config_flag,
+               const CommandHelp& help) {
+  RunFlags f;
+  po::options_description d("options");
+  add_run_options(d, f, config_flag);
+  po::positional_options_description pos;
+  if (!config_flag) {
+    d.add_options()("config", po::value(&f.config)->required(), "experiment config (YAML or JSON)");
+    pos.add("config", 1);
+  }
+  po::variables_map vm;
+  if (auto rc = parse_args(cmd, args, d, pos, vm, help)) return *rc;
+  try {
+    log::info("Loading config from " + f.config);
+    ValidatedConfig vc;
+    if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) return *rc;
+#if ZCODE_HAVE_ENGINE
+    Engine engine(std::move(vc.config), engine_options(f));
+    return engine.run();
+#else
+    return engine_missing(cmd);
+#endif
+  } catch (...) {
+    return report_current_exception(cmd);
+  }
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  return train_like("run", args, false,
+                    {"zcode-host run CONFIG [--set k=v]... [--plugin-path P]... [--allow-insecure-plugin-path] "
+                     "[--overwrite] [--resume-from P|latest]",
+                     "Validate CONFIG, then train, evaluate and checkpoint as it says.",
+                     "  zcode-host run examples/quickstart/config.yaml --set training.max_steps=50"});
+}
+
+int cmd_train(const std::vector<std::string>& args) {
+  return train_like("train", args, true,
+                    {"zcode-host train --config C [--resume-from P|latest] [options]",
+                     "The same as `run`, with the guide's flag spelling.",
+                     "  zcode-host train --config config.yaml --resume-from latest"});
+}
+
+int cmd_evaluate(const std::vector<std::string>& args) {
+  const CommandHelp help{"zcode-host evaluate --config C --checkpoint P --split val|train [--out metrics.json]",
+                         "Evaluate a checkpoint with the config's evaluators, data loader and tokenizer; no training.",
+                         "  zcode-host evaluate --config config.yaml --checkpoint "
+                         "outputs/glm5pt2_hello/checkpoints/step_500 --split val --out val.json"};
+  RunFlags f;
+  std::string checkpoint, split, out;
+  po::options_description d("options");
+  d.add_options()
+      ("config,c", po::value(&f.config)->required(), "experiment config (YAML or JSON)")
+      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint folder (.../step_N) or 'latest'")
+      ("split", po::value(&split)->default_value("val"), "val or train")
+      ("out", po::value(&out), "also write the metrics as JSON to this file")
+      ("set", po::value<std::vector<std::string>>(&f.sets)->composing(), "override a config field (repeatable)");
+  f.plugins.add_to(d);
+  po::variables_map vm;
+  if (auto rc = parse_args("evaluate", args, d, {}, vm, help)) return *rc;
+  if (split != "val" && split != "train") {
+    std::cerr << "zcode-host evaluate: --split: '" << split << "' is not one of val, train\n";
+    return kUsageError;
+  }
+  try {
+    ValidatedConfig vc;
+    if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) return *rc;
+#if ZCODE_HAVE_ENGINE
+    Engine engine(std::move(vc.config), engine_options(f));
+    return engine.evaluate(checkpoint, split, out);
+#else
+    return engine_missing("evaluate");
+#endif
+  } catch (...) {
+    return report_current_exception("evaluate");
+  }
+}
+
+int cmd_profile(const std::vector<std::string>& args) {
+  const CommandHelp help{"zcode-host profile --config C --steps N [options]",
+                         "Run N training steps without checkpoints and write a Chrome trace (trace.json) "
+                         "into the run folder.",
+                         "  zcode-host profile --config config.yaml --steps 50"};
+  RunFlags f;
+  int steps = 0;
+  po::options_description d("options");
+  d.add_options()
+      ("config,c", po::value(&f.config)->required(), "experiment config (YAML or JSON)")
+      ("steps", po::value(&steps)->required(), "training steps to trace (>= 1)")
+      ("set", po::value<std::vector<std::string>>(&f.sets)->composing(), "override a config field (repeatable)")
+      ("overwrite", po::bool_switch(&f.overwrite), "reuse a run folder that already holds a run");
+  f.plugins.add_to(d);
+  po::variables_map vm;
+  if (auto rc = parse_args("profile", args, d, {}, vm, help)) return *rc;
+  if (steps < 1) {
+    std::cerr << "zcode-host profile: --steps: " << steps << " is not >= 1\n";
+    return kUsageError;
+  }
+  try {
+    ValidatedConfig vc;
+    if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) return *rc;
+#if ZCODE_HAVE_ENGINE
+    Engine engine(std::move(vc.config), engine_options(f));
+    return engine.profile(steps);
+#else
+    return engine_missing("profile");
+#endif
+  } catch (...) {
+    return report_current_exception("profile");
+  }
+}
+
+}  // namespace zcode::host

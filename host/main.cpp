@@ -1,0 +1,95 @@
+// zcode-host: the ZCode command line. Dispatches to one cmd_* per
+// subcommand group (commands.h); all logic lives in core/.
+#include "commands.h"
+
+#include <zcode/core/version.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(const std::vector<std::string>&);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"run", zcode::host::cmd_run, "validate a config, then train, evaluate and checkpoint"},
+    {"train", zcode::host::cmd_train, "the same as run, with --config C"},
+    {"evaluate", zcode::host::cmd_evaluate, "evaluate a checkpoint (no training)"},
+    {"generate", zcode::host::cmd_generate, "generate text from a checkpoint"},
+    {"profile", zcode::host::cmd_profile, "run N steps and write a Chrome trace"},
+    {"validate", zcode::host::cmd_validate, "check a config and the plugin options it sets"},
+    {"plugins", zcode::host::cmd_plugins, "list the plugins on the path, or show one"},
+    {"tokenize", zcode::host::cmd_tokenize, "encode or decode text with a tokenizer"},
+    {"tokenizer", zcode::host::cmd_tokenizer, "tokenizer tools (tokenizer train ...)"},
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out, "usage: zcode-host COMMAND [options]   (zcode-host COMMAND --help for its options)\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\n  --version  print version, ABI, build and dependency versions\n\n"
+               "example:\n  zcode-host run examples/quickstart/config.yaml\n"
+               "exit codes: 0 success, 1 runtime failure, 2 usage or config error\n");
+}
+
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string first = argv[1];
+  if (first == "--version" || first == "-V") {
+    std::cout << zcode::version_text();
+    return 0;
+  }
+  if (first == "--help" || first == "-h" || first == "help") {
+    usage(stdout);
+    return 0;
+  }
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  for (const Command& c : kCommands) {
+    if (first == c.name) {
+      try {
+        return c.fn(rest);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "[ERROR] zcode-host %s: %s\n", c.name, e.what());
+        return 1;
+      }
+    }
+  }
+  std::string hint;
+  size_t best = 3;
+  for (const Command& c : kCommands) {
+    size_t d = distance(first, c.name);
+    if (d < best) {
+      best = d;
+      hint = c.name;
+    }
+  }
+  std::fprintf(stderr, "zcode-host: unknown command '%s'%s (see zcode-host --help)\n", first.c_str(),
+               hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str());
+  return 2;
+}
