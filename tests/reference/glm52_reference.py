@@ -11,7 +11,8 @@ Command line (run with Debian's /usr/bin/python3, which has torch):
   compute the loss, metrics, per-token log-probabilities and gradients:
     glm52_reference.py --config C.json --weights W.safetensors \
                        --batch B.safetensors --out R.safetensors
-  make random test weights and a random batch for a config:
+  make random test weights and a random batch for a config (add --out R to
+  also compute on them in the same process):
     glm52_reference.py --config C.json --make-weights W.safetensors \
                        --make-batch B.safetensors --seed 1 \
                        --batch-size 2 --seq-len 16 --docs 3
@@ -651,7 +652,10 @@ def main(argv=None):
                     batch["doc_ids"] = docs
                 safetensors_io.save(a.make_batch, batch,
                                     {"loss_normalizer": repr(float(count * a.normalizer_scale))})
-            return 0
+            if not a.out:
+                return 0
+            a.weights = a.weights or a.make_weights
+            a.batch = a.batch or a.make_batch
         if not (a.weights and a.batch and a.out):
             raise InputError("--weights, --batch and --out are required (or --make-weights/--make-batch)")
         P = load_weights(cfg, a.weights)
