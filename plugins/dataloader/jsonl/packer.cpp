@@ -1,0 +1,39 @@
+#include "packer.h"
+
+#include <algorithm>
+
+namespace zcode::data {
+
+namespace {
+char* grow(zc_bytes* self, size_t extra) {
+  auto* v = static_cast<std::vector<char>*>(self->ctx);
+  if (self->size + extra > v->size()) v->resize(std::max(v->size() * 2, self->size + extra));
+  self->data = v->data();
+  self->capacity = v->size();
+  return v->data() + self->size;
+}
+}  // namespace
+
+TokenLengths TokenLengths::build(const sdk::TokenizerRef& tok, uint64_t vocab, const std::vector<int32_t>& specials) {
+  TokenLengths L;
+  L.bytes.assign(vocab, 0);
+  L.chars.assign(vocab, 0);
+  std::vector<char> storage(64);
+  zc_bytes out{storage.data(), 0, storage.size(), &storage, &grow};
+  std::vector<bool> special(vocab, false);
+  for (int32_t s : specials)
+    if (s >= 0 && static_cast<uint64_t>(s) < vocab) special[s] = true;
+  for (uint64_t id = 0; id < vocab; ++id) {
+    if (special[id]) continue;
+    out.size = 0;
+    int32_t i = static_cast<int32_t>(id);
+    tok.decode(&i, 1, &out);
+    uint32_t chars = 0;
+    for (size_t k = 0; k < out.size; ++k) chars += (static_cast<unsigned char>(out.data[k]) & 0xC0) != 0x80;
+    L.bytes[id] = static_cast<uint32_t>(out.size);
+    L.chars[id] = chars;
+  }
+  return L;
+}
+
+}  // namespace zcode::data
