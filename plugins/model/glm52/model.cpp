@@ -1,0 +1,1073 @@
+// glm52/model.cpp: parameters, workspace and the blocks of the GLM-5.2 model,
+// each block's forward next to its backward (README.md is the specification).
+#include "model.h"
+
+#include "attention.h"
+
+#include <zcode/abi.h>
+#include <zcode/kernels/cross_entropy.h>
+#include <zcode/kernels/gemm.h>
+#include <zcode/kernels/glu.h>
+#include <zcode/kernels/math.h>
+#include <zcode/kernels/norm.h>
+#include <zcode/kernels/rope.h>
+#include <zcode/sdk/error.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <type_traits>
+
+namespace glm52 {
+
+using zcode::kernels::linear_bwd_w;
+using zcode::kernels::linear_bwd_x;
+using zcode::kernels::linear_fwd;
+using zcode::sdk::Error;
+
+namespace {
+
+/// Logits chunk of the fused LM head + cross-entropy, in elements: the full
+/// [B·T, V] logits are never kept (README.md, "Performance").
+constexpr int64_t kLogitsChunkElems = int64_t{8} << 20;
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+/// Normal(0, std) stream from a counter-based RNG (Box-Muller), so that
+/// initialisation is fully specified and identical on every machine.
+template <class T>
+void fill_normal(T* out, int64_t n, double sd, uint64_t seed) {
+  const double two_pi = 2.0 * std::numbers::pi;
+  for (int64_t i = 0; i < n; i += 2) {
+    const double u1 = 1.0 - zcode::kernels::u01(zcode::kernels::splitmix64(seed + 2 * static_cast<uint64_t>(i)));
+    const double u2 = zcode::kernels::u01(zcode::kernels::splitmix64(seed + 2 * static_cast<uint64_t>(i) + 1));
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    out[i] = static_cast<T>(r * std::cos(two_pi * u2) * sd);
+    if (i + 1 < n) out[i + 1] = static_cast<T>(r * std::sin(two_pi * u2) * sd);
+  }
+}
+
+template <class T>
+void scaled_copy(T* dst, const T* src, int64_t n, T a) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = a * src[i];
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------
+
+template <class T>
+struct Model<T>::LayerOffsets {
+  int64_t attn_norm = 0, wqkv = 0, wo = 0, rope = 0, ffn_norm = 0;
+  int64_t w13 = -1, w2 = -1, router = -1;  // dense FFN / MoE router
+  std::vector<int64_t> ew13, ew2, sw13, sw2;  // routed and shared experts
+};
+
+template <class T>
+void Model<T>::build_params() {
+  const Config& c = cfg_;
+  const int64_t d = c.d_model, hd = c.head_dim, F = c.moe_ffn_hidden;
+  const std::vector<int64_t> gain_shape = {c.norm == Norm::kScaleNorm ? 1 : d};
+  int64_t off = 0;
+  // `follow`: the tensor must sit right after the previous one, so that
+  // wq|wk|wv and w1|w3 form one matrix (one GEMM) in the buffer.
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, uint32_t flags, bool follow = false) {
+    if (!follow) off = (off + 15) / 16 * 16;
+    ParamInfo p;
+    p.name = name;
+    p.shape = std::move(shape);
+    p.numel = 1;
+    for (int64_t s : p.shape) p.numel *= s;
+    p.offset = off;
+    p.flags = flags;
+    off += p.numel;
+    infos_.push_back(std::move(p));
+    return infos_.back().offset;
+  };
+  off_embed_ = add("embed.weight", {c.vocab_padded, d}, ZC_PARAM_EMBEDDING);
+  if (!c.tie_embeddings) off_head_ = add("lm_head.weight", {c.vocab_padded, d}, 0);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LayerOffsets lo;
+    lo.attn_norm = add(p + "attn_norm.weight", gain_shape, ZC_PARAM_NO_DECAY);
+    lo.wqkv = add(p + "attn.wq", {c.n_heads * hd, d}, 0);
+    add(p + "attn.wk", {c.n_kv_heads * hd, d}, 0, true);
+    add(p + "attn.wv", {c.n_kv_heads * hd, d}, 0, true);
+    lo.wo = add(p + "attn.wo", {d, c.n_heads * hd}, 0);
+    lo.rope = add(p + "attn.rope_log_inv_freq", {c.rotary_dims() / 2}, ZC_PARAM_NO_DECAY);
+    lo.ffn_norm = add(p + "ffn_norm.weight", gain_shape, ZC_PARAM_NO_DECAY);
+    if (!c.is_moe(l)) {
+      lo.w13 = add(p + "ffn.w1", {c.ffn_hidden, d}, 0);
+      add(p + "ffn.w3", {c.ffn_hidden, d}, 0, true);
+      lo.w2 = add(p + "ffn.w2", {d, c.ffn_hidden}, 0);
+    } else {
+      lo.router = add(p + "moe.router", {c.moe_experts, d}, ZC_PARAM_ROUTER);
+      for (int e = 0; e < c.moe_experts; ++e) {
+        const std::string q = p + "moe.experts." + std::to_string(e) + ".";
+        lo.ew13.push_back(add(q + "w1", {F, d}, ZC_PARAM_EXPERT));
+        add(q + "w3", {F, d}, ZC_PARAM_EXPERT, true);
+        lo.ew2.push_back(add(q + "w2", {d, F}, ZC_PARAM_EXPERT));
+      }
+      for (int s = 0; s < c.moe_shared_experts; ++s) {
+        const std::string q = p + "moe.shared." + std::to_string(s) + ".";
+        lo.sw13.push_back(add(q + "w1", {F, d}, 0));
+        add(q + "w3", {F, d}, 0, true);
+        lo.sw2.push_back(add(q + "w2", {d, F}, 0));
+      }
+    }
+    layers_.push_back(std::move(lo));
+  }
+  if (c.residual == Residual::kPreNorm) off_norm_f_ = add("norm_f.weight", gain_shape, ZC_PARAM_NO_DECAY);
+  n_elems_ = (off + 15) / 16 * 16;
+}
+
+template <class T>
+void Model<T>::init_params(uint64_t seed) {
+  const Config& c = cfg_;
+  const double beta = c.beta();
+  T* P = params_.get();
+  std::memset(static_cast<void*>(P), 0, sizeof(T) * static_cast<size_t>(n_elems_));
+  auto ends_with = [](const std::string& s, const char* suf) {
+    const size_t n = std::strlen(suf);
+    return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
+  };
+  for (const ParamInfo& p : infos_) {
+    T* w = P + p.offset;
+    const uint64_t s = zcode::kernels::splitmix64(seed ^ fnv1a(p.name));
+    if (ends_with(p.name, "norm.weight") || p.name == "norm_f.weight") {
+      const T g = c.norm == Norm::kScaleNorm ? static_cast<T>(std::sqrt(static_cast<double>(c.d_model))) : T(1);
+      for (int64_t i = 0; i < p.numel; ++i) w[i] = g;
+    } else if (ends_with(p.name, "rope_log_inv_freq")) {
+      const int R = c.rotary_dims();
+      for (int64_t i = 0; i < p.numel; ++i)
+        w[i] = static_cast<T>(-(2.0 * static_cast<double>(i) / R) * std::log(c.rope_theta));
+    } else if (p.name == "embed.weight" || p.name == "lm_head.weight" || ends_with(p.name, "moe.router")) {
+      fill_normal(w, p.numel, 0.02, s);
+    } else {
+      const double gain = (ends_with(p.name, "attn.wq") || ends_with(p.name, "attn.wk")) ? 1.0 : beta;
+      const double sdev = gain * std::sqrt(2.0 / static_cast<double>(p.shape[0] + p.shape[1]));
+      fill_normal(w, p.numel, sdev, s);
+    }
+  }
+}
+
+template <class T>
+Model<T>::Model(const Config& cfg, uint64_t init_seed) : cfg_(cfg) {
+  build_params();
+  params_.reset(new T[static_cast<size_t>(n_elems_)]);
+  grads_.reset(new T[static_cast<size_t>(n_elems_)]);
+  init_params(init_seed);
+  zero_grad();
+}
+
+template <class T>
+const ParamInfo* Model<T>::find_param(const std::string& name) const {
+  for (const ParamInfo& p : infos_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+template <class T>
+void Model<T>::zero_grad() {
+  T* g = grads_.get();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n_elems_; ++i) g[i] = T(0);
+}
+
+template <class T>
+const T* Model<T>::head_weight() const {
+  return params_.get() + (cfg_.tie_embeddings ? off_embed_ : off_head_);
+}
+template <class T>
+T* Model<T>::head_grad() {
+  return grads_.get() + (cfg_.tie_embeddings ? off_embed_ : off_head_);
+}
+
+// ---------------------------------------------------------------------------
+// Workspace: every activation and scratch buffer, carved from one allocation
+// ---------------------------------------------------------------------------
+
+template <class T>
+struct Model<T>::Workspace {
+  struct Layer {
+    T *xa = nullptr, *r1 = nullptr, *xf = nullptr, *r2 = nullptr, *rstd_a = nullptr, *rstd_f = nullptr;
+    T *qkv = nullptr, *P = nullptr, *o = nullptr;
+    uint8_t* hmask = nullptr;
+    T* a13 = nullptr;                                  // dense GLU pre-activations [N, 2·ffn_hidden]
+    T *z = nullptr, *p = nullptr, *gate = nullptr;     // router logits, probabilities [N, E], gates [N, k]
+    int32_t *tk_idx = nullptr, *tk_row = nullptr;      // [N, k]: chosen expert, row in expert order (-1 dropped)
+    int32_t *asg_of_row = nullptr;                     // [N·k]: row -> n·k + r
+    int32_t *off = nullptr, *cnt_all = nullptr;        // [E+1] row offsets, [E] assignments before capacity
+    T *a13e = nullptr, *ye = nullptr;                  // routed experts [rows, 2F], [rows, d]
+    T* a13s = nullptr;                                 // shared experts [S, N, 2F]
+    double aux = 0, zsum = 0;                          // this micro-batch's aux_l and Σ lse²
+    int64_t dropped = 0;
+  };
+  int Bcap = 0, Tcap = 0, nthreads = 0;
+  bool keep_all = true;  // false: one layer's storage reused by all (inference)
+  size_t bytes = 0, kept_bytes = 0;
+  std::byte* mem = nullptr;
+  std::vector<T*> x;  // layer inputs: [L+1] (keep_all) or [2]
+  std::vector<Layer> layer;
+  T *hf = nullptr, *rstd_final = nullptr;  // final norm (prenorm)
+  T *gx = nullptr, *gy = nullptr, *gz = nullptr, *dqkv = nullptr, *dO = nullptr, *dtheta = nullptr;
+  T *gbuf = nullptr, *xe = nullptr, *dye = nullptr, *logits = nullptr, *dz = nullptr, *dgate = nullptr;
+  T *dg_rows = nullptr, *inv_freq = nullptr, *attn_scratch = nullptr;
+  double* nll = nullptr;
+  int32_t *labels = nullptr, *pos = nullptr;
+  int64_t logits_rows = 0;
+
+  ~Workspace() { std::free(mem); }
+  T* X(int l) { return keep_all ? x[l] : x[l & 1]; }
+  Layer& L(int l) { return layer[keep_all ? l : 0]; }
+
+  /// Lays out every buffer for [B, T] (base == nullptr: sizes only).
+  void plan(const Config& c, int B, int Tn, bool keep, int threads, std::byte* base) {
+    Bcap = B, Tcap = Tn, keep_all = keep, nthreads = threads;
+    size_t off = 0;
+    auto take = [&](auto*& p, int64_t n) {
+      using U = std::remove_reference_t<decltype(*p)>;
+      off = (off + 63) / 64 * 64;
+      p = base ? reinterpret_cast<U*>(base + off) : nullptr;
+      off += sizeof(U) * static_cast<size_t>(std::max<int64_t>(n, 0));
+    };
+    const int64_t N = int64_t{B} * Tn, d = c.d_model, H = c.n_heads, hd = c.head_dim, E = c.moe_experts,
+                  k = c.moe_top_k, F = c.moe_ffn_hidden, Fd = c.ffn_hidden, S = c.moe_shared_experts;
+    const bool pre = c.residual == Residual::kPreNorm;
+    const int nl = keep ? c.n_layers : 1;
+    x.assign(keep ? c.n_layers + 1 : 2, nullptr);
+    layer.assign(nl, Layer{});
+    for (T*& p : x) take(p, N * d);
+    bool any_dense = false, any_moe = false;
+    for (int l = 0; l < c.n_layers; ++l) (c.is_moe(l) ? any_moe : any_dense) = true;
+    for (int l = 0; l < nl; ++l) {
+      Layer& a = layer[l];
+      const bool moe = keep ? c.is_moe(l) : any_moe;
+      const bool dense = keep ? !c.is_moe(l) : any_dense;
+      if (pre) take(a.xa, N * d);
+      take(a.r1, N * d);
+      take(a.xf, N * d);
+      if (!pre) take(a.r2, N * d);
+      take(a.rstd_a, N);
+      take(a.rstd_f, N);
+      take(a.qkv, N * c.qkv_dim());
+      take(a.P, int64_t{B} * H * Tn * Tn);
+      take(a.o, N * H * hd);
+      take(a.hmask, N * H);
+      if (dense) take(a.a13, N * 2 * Fd);
+      if (moe) {
+        take(a.z, N * E);
+        take(a.p, N * E);
+        take(a.gate, N * k);
+        take(a.tk_idx, N * k);
+        take(a.tk_row, N * k);
+        take(a.asg_of_row, N * k);
+        take(a.off, E + 1);
+        take(a.cnt_all, E);
+        take(a.a13e, N * k * 2 * F);
+        take(a.ye, N * k * d);
+        take(a.a13s, S * N * 2 * F);
+      }
+    }
+    if (pre) {
+      take(hf, N * d);
+      take(rstd_final, N);
+    }
+    kept_bytes = off;
+    take(gx, N * d);
+    take(gy, N * d);
+    take(gz, N * d);
+    take(dqkv, N * c.qkv_dim());
+    take(dO, N * H * hd);
+    take(dtheta, N * (c.rotary_dims() / 2));
+    take(gbuf, std::max({N * Fd * (any_dense ? 1 : 0), N * k * F * (any_moe ? 1 : 0), N * F * (S > 0 ? 1 : 0)}));
+    take(xe, any_moe ? N * k * d : 0);
+    take(dye, any_moe ? N * k * d : 0);
+    logits_rows = std::min<int64_t>(std::max<int64_t>(kLogitsChunkElems / std::max<int64_t>(c.vocab_size, 1) / 16 * 16, 16), N);
+    take(logits, logits_rows * c.vocab_size);
+    take(dz, N * E);
+    take(dgate, N * k);
+    take(dg_rows, N);
+    take(inv_freq, c.rotary_dims() / 2 + 1);
+    take(attn_scratch, int64_t{threads} * Tn);
+    take(nll, N);
+    take(labels, N);
+    take(pos, N);
+    bytes = (off + 63) / 64 * 64;
+  }
+};
+
+template <class T>
+typename Model<T>::Workspace& Model<T>::ensure_workspace(int B, int Tn) {
+  const int threads = omp_get_max_threads();
+  if (ws_ && B <= ws_->Bcap && Tn <= ws_->Tcap && threads <= ws_->nthreads) return *ws_;
+  const int nb = std::max(B, ws_ ? ws_->Bcap : 0), nt = std::max(Tn, ws_ ? ws_->Tcap : 0);
+  const int th = std::max(threads, ws_ ? ws_->nthreads : 0);
+  ws_.reset();  // release first: peak memory stays one workspace
+  auto ws = std::make_unique<Workspace>();
+  ws->plan(cfg_, nb, nt, true, th, nullptr);
+  ws->mem = static_cast<std::byte*>(std::aligned_alloc(64, ws->bytes));
+  if (!ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "glm52: cannot allocate a " + std::to_string(ws->bytes >> 20) +
+                                                       " MiB activation workspace");
+  ws->plan(cfg_, nb, nt, true, th, ws->mem);
+  ws_ = std::move(ws);
+  return *ws_;
+}
+
+template <class T>
+size_t Model<T>::activation_bytes(int B, int Tn) const {
+  Workspace w;
+  w.plan(cfg_, B, Tn, true, 1, nullptr);
+  return w.kept_bytes;
+}
+template <class T>
+size_t Model<T>::workspace_bytes() const {
+  return ws_ ? ws_->bytes : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Blocks
+// ---------------------------------------------------------------------------
+
+namespace {
+
+/// Per-call context shared by the block functions of one model.
+template <class T>
+struct Ctx {
+  const Config& c;
+  const T* P;
+  T* G;
+  typename Model<T>::Workspace& ws;
+  int B, Tn;
+  int64_t N;
+  const int32_t* doc;   // [B, T] or null
+  bool dropless;
+  double grad_scale;    // loss_scale / Nstep (backward)
+  void* session;        // decode session (KV cache) or null
+};
+
+// ---- Norm (ScaleNorm / RMSNorm), forward and backward ----------------------
+/// y = Norm(x) with the gain at parameter offset `g` (README §3).
+template <class T>
+void norm_fwd(const Ctx<T>& k, int64_t g, const T* x, T* y, T* rstd) {
+  if (k.c.norm == Norm::kScaleNorm)
+    zcode::kernels::scalenorm_fwd(x, y, rstd, k.N, k.c.d_model, k.P[g], static_cast<T>(k.c.norm_eps));
+  else
+    zcode::kernels::rmsnorm_fwd(x, y, rstd, k.N, k.c.d_model, k.P + g, static_cast<T>(k.c.norm_eps));
+}
+/// dx (= or +=) ∂L/∂x given dy; the gain gradient accumulates (rows summed in order).
+template <class T>
+void norm_bwd(const Ctx<T>& k, int64_t g, const T* x, const T* rstd, const T* dy, T* dx, bool accumulate) {
+  if (k.c.norm == Norm::kScaleNorm) {
+    zcode::kernels::scalenorm_bwd(x, rstd, dy, dx, k.ws.dg_rows, k.N, k.c.d_model, k.P[g], accumulate);
+    double s = 0;
+    for (int64_t n = 0; n < k.N; ++n) s += static_cast<double>(k.ws.dg_rows[n]);
+    k.G[g] += static_cast<T>(s);
+  } else {
+    zcode::kernels::rmsnorm_bwd(x, rstd, dy, dx, k.G + g, k.N, k.c.d_model, k.P + g, accumulate);
+  }
+}
+
+// ---- Dense SiLU-GLU FFN (Shazeer 2020), forward and backward ---------------
+/// out += W2·(SiLU(W1·x) ⊙ W3·x); a13 [N, 2F] keeps the pre-activations.
+template <class T>
+void glu_fwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, const T* x, T* a13, T* out) {
+  const int d = k.c.d_model;
+  linear_fwd<T>(static_cast<int>(rows), 2 * F, d, x, k.P + w13, a13);
+  zcode::kernels::silu_glu_fwd(a13, k.ws.gbuf, rows, F);
+  linear_fwd<T>(static_cast<int>(rows), d, F, k.ws.gbuf, k.P + w2, out, T(1));
+}
+/// Given dout, accumulates dW1, dW3, dW2 and writes (beta 0) or adds (beta 1)
+/// dx. Consumes a13 (overwritten by its gradient).
+template <class T>
+void glu_bwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, const T* x, T* a13, const T* dout,
+             T* dx, T beta) {
+  const int d = k.c.d_model, n = static_cast<int>(rows);
+  T* g = k.ws.gbuf;
+  zcode::kernels::silu_glu_fwd(a13, g, rows, F);  // recomputed, not kept
+  linear_bwd_w<T>(n, d, F, dout, g, k.G + w2);
+  linear_bwd_x<T>(n, d, F, dout, k.P + w2, g, T(0));  // g now holds dg
+  zcode::kernels::silu_glu_bwd(a13, g, a13, rows, F);
+  linear_bwd_w<T>(n, 2 * F, d, a13, x, k.G + w13);
+  linear_bwd_x<T>(n, 2 * F, d, a13, k.P + w13, dx, beta);
+}
+
+// ---- MoE (router, top-k, capacity, experts), forward and backward ---------
+/// Router and dispatch (README §5): p = softmax(z) or σ(z), z = x·Wrᵀ; top-k by
+/// p (ties: lower index); gates (renormalised with norm_topk_prob); capacity
+/// C = ceil(capacity_factor·N·k/E) filled rank-major then token-major; Switch
+/// aux loss statistics (Fedus et al. 2021, eq. 4) and ST-MoE z-loss sums
+/// (Zoph et al. 2022, eq. 5). Then one GEMM pair per expert over its own
+/// rows; out[n] += Σ_kept g·expert(x_n) + Σ shared(x_n).
+template <class T>
+void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typename Model<T>::Workspace::Layer& a,
+             const T* x, T* out) {
+  const Config& c = k.c;
+  const int64_t N = k.N, E = c.moe_experts, K = c.moe_top_k, d = c.d_model;
+  const int F = c.moe_ffn_hidden;
+  const bool softmax = c.router_activation == Router::kSoftmax;
+  linear_fwd<T>(static_cast<int>(N), static_cast<int>(E), static_cast<int>(d), x, k.P + lo.router, a.z);
+  double* lse2 = k.ws.nll;  // scratch until the LM head runs: per-token lse², summed in order
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* z = a.z + n * E;
+    T* p = a.p + n * E;
+    T mx = z[0];
+    for (int64_t e = 1; e < E; ++e) mx = std::max(mx, z[e]);
+    double s = 0;
+    for (int64_t e = 0; e < E; ++e) s += std::exp(static_cast<double>(z[e] - mx));
+    const double lse = static_cast<double>(mx) + std::log(s);
+    lse2[n] = lse * lse;
+    for (int64_t e = 0; e < E; ++e)
+      p[e] = softmax ? static_cast<T>(std::exp(static_cast<double>(z[e]) - lse))
+                     : T(1) / (T(1) + static_cast<T>(std::exp(-static_cast<double>(z[e]))));
+    int32_t* idx = a.tk_idx + n * K;
+    T* gate = a.gate + n * K;
+    T sel = 0;
+    for (int64_t r = 0; r < K; ++r) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < E; ++e) {
+        bool taken = false;
+        for (int64_t q = 0; q < r; ++q) taken |= idx[q] == e;
+        if (!taken && (best < 0 || p[e] > p[best])) best = e;  // strict: ties keep the lower index
+      }
+      idx[r] = static_cast<int32_t>(best);
+      sel += p[best];
+    }
+    for (int64_t r = 0; r < K; ++r) gate[r] = c.norm_topk_prob ? p[idx[r]] / sel : p[idx[r]];
+  }
+  a.zsum = 0;
+  for (int64_t n = 0; n < N; ++n) a.zsum += lse2[n];
+  // Capacity, in the spec's priority order (sequential: it is an order).
+  int64_t cap = std::numeric_limits<int64_t>::max();
+  if (!k.dropless && c.capacity_factor > 0)
+    cap = static_cast<int64_t>(std::ceil(c.capacity_factor * static_cast<double>(N) * static_cast<double>(K) /
+                                         static_cast<double>(E)));
+  int32_t* cnt = a.off + 1;  // kept per expert, then prefix-summed in place
+  for (int64_t e = 0; e <= E; ++e) a.off[e] = 0;
+  for (int64_t e = 0; e < E; ++e) a.cnt_all[e] = 0;
+  for (int64_t r = 0; r < K; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t e = a.tk_idx[n * K + r];
+      ++a.cnt_all[e];
+      a.tk_row[n * K + r] = cnt[e] < cap ? cnt[e]++ : -1;  // slot within expert e
+    }
+  for (int64_t e = 0; e < E; ++e) a.off[e + 1] += a.off[e];
+  int64_t kept = a.off[E];
+  a.dropped = N * K - kept;
+  for (int64_t i = 0; i < N * K; ++i)
+    if (a.tk_row[i] >= 0) {
+      a.tk_row[i] += a.off[a.tk_idx[i]];
+      a.asg_of_row[a.tk_row[i]] = static_cast<int32_t>(i);
+    }
+  // Switch aux: E·Σ_e f_e·P_e (p normalised per token for sigmoid).
+  {
+    double pe[1024] = {};  // E ≤ 1024 (checked by the config)
+    for (int64_t n = 0; n < N; ++n) {
+      const T* p = a.p + n * E;
+      double den = 1;
+      if (!softmax) {
+        den = 0;
+        for (int64_t q = 0; q < E; ++q) den += static_cast<double>(p[q]);
+      }
+      for (int64_t e = 0; e < E; ++e) pe[e] += static_cast<double>(p[e]) / den;
+    }
+    double aux = 0;
+    for (int64_t e = 0; e < E; ++e)
+      aux += static_cast<double>(a.cnt_all[e]) / static_cast<double>(N * K) * (pe[e] / static_cast<double>(N));
+    a.aux = static_cast<double>(E) * aux;
+  }
+  // Shared experts: dense GLUs on every token, weight 1.
+  for (int s = 0; s < c.moe_shared_experts; ++s)
+    glu_fwd(k, lo.sw13[s], lo.sw2[s], F, N, x, a.a13s + s * N * 2 * F, out);
+  // Routed experts: gather rows, one GEMM pair per expert.
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < kept; ++row)
+    std::memcpy(k.ws.xe + row * d, x + (a.asg_of_row[row] / K) * d, sizeof(T) * static_cast<size_t>(d));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
+    linear_fwd<T>(static_cast<int>(ne), 2 * F, static_cast<int>(d), k.ws.xe + r0 * d, k.P + lo.ew13[e],
+                  a.a13e + r0 * 2 * F);
+  }
+  zcode::kernels::silu_glu_fwd(a.a13e, k.ws.gbuf, kept, F);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
+    linear_fwd<T>(static_cast<int>(ne), static_cast<int>(d), F, k.ws.gbuf + r0 * F, k.P + lo.ew2[e], a.ye + r0 * d);
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    T* o = out + n * d;
+    for (int64_t r = 0; r < K; ++r) {
+      const int32_t row = a.tk_row[n * K + r];
+      if (row < 0) continue;
+      const T g = a.gate[n * K + r];
+      const T* y = a.ye + static_cast<int64_t>(row) * d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) o[i] += g * y[i];
+    }
+  }
+}
+
+/// Backward of moe_fwd given dout = ∂L/∂out; adds to dx. aux_scale and
+/// z_scale are the loss coefficients times loss_scale/Nstep.
+template <class T>
+void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typename Model<T>::Workspace::Layer& a,
+             const T* x, const T* dout, T* dx) {
+  const Config& c = k.c;
+  const int64_t N = k.N, E = c.moe_experts, K = c.moe_top_k, d = c.d_model;
+  const int F = c.moe_ffn_hidden;
+  const bool softmax = c.router_activation == Router::kSoftmax;
+  const int64_t kept = a.off[E];
+  T *xe = k.ws.xe, *dye = k.ws.dye, *g = k.ws.gbuf;
+  // Routed experts: dY = g·dout, ∂L/∂g = dout·Y.
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < kept; ++row) {
+    const int32_t asg = a.asg_of_row[row];
+    const T gt = a.gate[asg];
+    const T* dn = dout + (asg / K) * d;
+    T* dy = dye + row * d;
+    for (int64_t i = 0; i < d; ++i) dy[i] = gt * dn[i];
+    std::memcpy(xe + row * d, x + (asg / K) * d, sizeof(T) * static_cast<size_t>(d));
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < N * K; ++i) {
+    const int32_t row = a.tk_row[i];
+    T s = 0;
+    if (row >= 0) {
+      const T* dn = dout + (i / K) * d;
+      const T* y = a.ye + static_cast<int64_t>(row) * d;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < d; ++j) s += dn[j] * y[j];
+    }
+    k.ws.dgate[i] = s;
+  }
+  zcode::kernels::silu_glu_fwd(a.a13e, g, kept, F);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = a.off[e];
+    const int ne = static_cast<int>(a.off[e + 1] - r0);
+    linear_bwd_w<T>(ne, static_cast<int>(d), F, dye + r0 * d, g + r0 * F, k.G + lo.ew2[e]);
+    linear_bwd_x<T>(ne, static_cast<int>(d), F, dye + r0 * d, k.P + lo.ew2[e], g + r0 * F, T(0));
+  }
+  zcode::kernels::silu_glu_bwd(a.a13e, g, a.a13e, kept, F);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = a.off[e];
+    const int ne = static_cast<int>(a.off[e + 1] - r0);
+    linear_bwd_w<T>(ne, 2 * F, static_cast<int>(d), a.a13e + r0 * 2 * F, xe + r0 * d, k.G + lo.ew13[e]);
+    linear_bwd_x<T>(ne, 2 * F, static_cast<int>(d), a.a13e + r0 * 2 * F, k.P + lo.ew13[e], xe + r0 * d, T(0));
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    T* o = dx + n * d;
+    for (int64_t r = 0; r < K; ++r) {
+      const int32_t row = a.tk_row[n * K + r];
+      if (row < 0) continue;
+      const T* y = xe + static_cast<int64_t>(row) * d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) o[i] += y[i];
+    }
+  }
+  for (int s = 0; s < c.moe_shared_experts; ++s)
+    glu_bwd(k, lo.sw13[s], lo.sw2[s], F, N, x, a.a13s + s * N * 2 * F, dout, dx, T(1));
+  // Router: gates -> p -> z, plus the aux and z-loss gradients.
+  const double aux_scale = c.moe_aux_loss_coef * static_cast<double>(E) * k.grad_scale;
+  const double z_scale = c.moe_z_loss_coef * 2.0 * k.grad_scale;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* p = a.p + n * E;
+    const T* z = a.z + n * E;
+    const int32_t* idx = a.tk_idx + n * K;
+    const T* dg = k.ws.dgate + n * K;
+    T* dz = k.ws.dz + n * E;  // holds dp first
+    double dp[1024];  // E ≤ 1024 (checked at create)
+    for (int64_t e = 0; e < E; ++e) dp[e] = 0;
+    if (c.norm_topk_prob) {  // g_r = p_r / s, s = Σ_sel p
+      double s = 0, gp = 0;
+      for (int64_t r = 0; r < K; ++r) {
+        s += static_cast<double>(p[idx[r]]);
+        gp += static_cast<double>(dg[r]) * static_cast<double>(p[idx[r]]);
+      }
+      for (int64_t r = 0; r < K; ++r) dp[idx[r]] += static_cast<double>(dg[r]) / s - gp / (s * s);
+    } else {
+      for (int64_t r = 0; r < K; ++r) dp[idx[r]] += static_cast<double>(dg[r]);
+    }
+    if (aux_scale != 0) {
+      const double inv_nk = 1.0 / static_cast<double>(N * K);
+      if (softmax) {
+        for (int64_t e = 0; e < E; ++e) dp[e] += aux_scale * a.cnt_all[e] * inv_nk;
+      } else {  // p̂ = p / Σp
+        double sp = 0, dot = 0;
+        for (int64_t e = 0; e < E; ++e) sp += static_cast<double>(p[e]);
+        for (int64_t e = 0; e < E; ++e) dot += aux_scale * a.cnt_all[e] * inv_nk * static_cast<double>(p[e]) / sp;
+        for (int64_t e = 0; e < E; ++e) dp[e] += (aux_scale * a.cnt_all[e] * inv_nk - dot) / sp;
+      }
+    }
+    double mx = static_cast<double>(z[0]);
+    for (int64_t e = 1; e < E; ++e) mx = std::max(mx, static_cast<double>(z[e]));
+    double se = 0;
+    for (int64_t e = 0; e < E; ++e) se += std::exp(static_cast<double>(z[e]) - mx);
+    const double lse = mx + std::log(se);
+    double pdp = 0;
+    if (softmax)
+      for (int64_t e = 0; e < E; ++e) pdp += static_cast<double>(p[e]) * dp[e];
+    for (int64_t e = 0; e < E; ++e) {
+      const double pe = static_cast<double>(p[e]);
+      double v = softmax ? pe * (dp[e] - pdp) : dp[e] * pe * (1.0 - pe);
+      v += z_scale * lse * std::exp(static_cast<double>(z[e]) - lse);
+      dz[e] = static_cast<T>(v);
+    }
+  }
+  linear_bwd_w<T>(static_cast<int>(N), static_cast<int>(E), static_cast<int>(d), k.ws.dz, x, k.G + lo.router);
+  linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(E), static_cast<int>(d), k.ws.dz, k.P + lo.router, dx, T(1));
+}
+
+/// inv_freq = exp(rope_log_inv_freq) of layer `lo` into the workspace.
+template <class T>
+const T* inv_freq(const Ctx<T>& k, int64_t rope) {
+  const int h2 = k.c.rotary_dims() / 2;
+  for (int i = 0; i < h2; ++i) k.ws.inv_freq[i] = std::exp(k.P[rope + i]);
+  return k.ws.inv_freq;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Decode session (KV cache)
+// ---------------------------------------------------------------------------
+
+template <class T>
+struct Model<T>::DecodeSession {
+  int batch = 0, max_len = 0, pos = 0;
+  std::vector<T> kc, vc;  // [L, batch, max_len, Hkv·hd], keys after RoPE
+  std::unique_ptr<Workspace> ws;
+  std::vector<T> prow;    // [threads, max_len]
+  std::vector<T> tmp;
+  int threads = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Forward
+// ---------------------------------------------------------------------------
+
+template <class T>
+void Model<T>::forward(Workspace& ws, const BatchView& b, bool dropless, StepMetrics* m) {
+  const Config& c = cfg_;
+  Ctx<T> k{c, params_.get(), grads_.get(), ws, b.B, b.T, int64_t{b.B} * b.T,
+           c.cross_document_attention ? nullptr : b.doc_ids, dropless, 0.0, nullptr};
+  const int64_t N = k.N, d = c.d_model, H = c.n_heads, hd = c.head_dim, qd = c.qkv_dim();
+  const bool deep = c.residual == Residual::kDeepNorm;
+  const T alpha = static_cast<T>(c.alpha());
+  for (int64_t n = 0; n < N; ++n) ws.pos[n] = static_cast<int32_t>(n % b.T);
+  {  // Embedding: h = embed.weight[ids].
+    T* x0 = ws.X(0);
+    const T* E = params_.get() + off_embed_;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) std::memcpy(x0 + n * d, E + int64_t{b.ids[n]} * d, sizeof(T) * size_t(d));
+  }
+  int64_t masked = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerOffsets& lo = layers_[l];
+    typename Workspace::Layer& a = ws.L(l);
+    T* x = ws.X(l);
+    T* xn = ws.X(l + 1);
+    // Attention sub-block: deepnorm r1 = α·x + Attn(x); prenorm r1 = x + Attn(AttnNorm(x)).
+    T* xa = x;
+    if (!deep) {
+      norm_fwd(k, lo.attn_norm, x, a.xa, a.rstd_a);
+      xa = a.xa;
+    }
+    linear_fwd<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), xa, k.P + lo.wqkv, a.qkv);
+    zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(),
+                             inv_freq(k, lo.rope), ws.pos);
+    masked += attention_fwd(a.qkv, a.P, a.o, a.hmask, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, k.doc,
+                            c.dynamic_head_mask, static_cast<T>(c.entropy_threshold));
+    scaled_copy(a.r1, x, N * d, deep ? alpha : T(1));
+    linear_fwd<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), a.o, k.P + lo.wo, a.r1, T(1));
+    // FFN sub-block: deepnorm r2 = α·xf + FFN(xf), xf = AttnNorm(r1), out = FfnNorm(r2);
+    // prenorm xf = FfnNorm(r1), out = r2 = r1 + FFN(xf).
+    norm_fwd(k, deep ? lo.attn_norm : lo.ffn_norm, a.r1, a.xf, deep ? a.rstd_a : a.rstd_f);
+    T* r2 = deep ? a.r2 : xn;
+    scaled_copy(r2, deep ? a.xf : a.r1, N * d, deep ? alpha : T(1));
+    if (c.is_moe(l)) {
+      moe_fwd(k, lo, a, a.xf, r2);
+      if (m) {
+        m->aux_loss += a.aux * static_cast<double>(N);  // scaled by coef/Nstep by the caller
+        m->z_loss += a.zsum;
+        m->moe_dropped_fraction += static_cast<double>(a.dropped);
+        const double kept = static_cast<double>(a.off[c.moe_experts]);
+        for (int e = 0; e < c.moe_experts; ++e)
+          m->moe_load[e] += kept > 0 ? (a.off[e + 1] - a.off[e]) / kept : 0.0;
+      }
+    } else {
+      glu_fwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, r2);
+    }
+    if (deep) norm_fwd(k, lo.ffn_norm, a.r2, xn, a.rstd_f);
+  }
+  if (!deep) norm_fwd(k, off_norm_f_, ws.X(c.n_layers), ws.hf, ws.rstd_final);
+  if (m) m->masked_head_fraction = static_cast<double>(masked);
+}
+
+// ---------------------------------------------------------------------------
+// Backward
+// ---------------------------------------------------------------------------
+
+template <class T>
+void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, StepMetrics*) {
+  const Config& c = cfg_;
+  Ctx<T> k{c, params_.get(), grads_.get(), ws, b.B, b.T, int64_t{b.B} * b.T,
+           c.cross_document_attention ? nullptr : b.doc_ids, false, grad_scale, nullptr};
+  const int64_t N = k.N, d = c.d_model, H = c.n_heads, hd = c.head_dim, qd = c.qkv_dim();
+  const bool deep = c.residual == Residual::kDeepNorm;
+  const T alpha = static_cast<T>(c.alpha());
+  // ws.gx holds ∂L/∂(final hidden) on entry (written by the LM head).
+  if (!deep) {
+    std::memcpy(ws.gy, ws.gx, sizeof(T) * size_t(N * d));
+    norm_bwd(k, off_norm_f_, ws.X(c.n_layers), ws.rstd_final, ws.gy, ws.gx, false);
+  }
+  for (int l = c.n_layers - 1; l >= 0; --l) {
+    const LayerOffsets& lo = layers_[l];
+    typename Workspace::Layer& a = ws.L(l);
+    T* x = ws.X(l);
+    T *gx = ws.gx, *gy = ws.gy, *gz = ws.gz;
+    // FFN sub-block backward: leaves ∂L/∂r1 in `dr1`.
+    T* dr1;
+    if (deep) {
+      norm_bwd(k, lo.ffn_norm, a.r2, a.rstd_f, gx, gy, false);  // gy = ∂L/∂r2
+      scaled_copy(gz, gy, N * d, alpha);                        // gz = ∂L/∂xf (residual part)
+      if (c.is_moe(l)) moe_bwd(k, lo, a, a.xf, gy, gz);
+      else glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, gy, gz, T(1));
+      norm_bwd(k, lo.attn_norm, a.r1, a.rstd_a, gz, gy, false);  // gy = ∂L/∂r1
+      dr1 = gy;
+    } else {
+      // gx = ∂L/∂r2 = ∂L/∂out.
+      if (c.is_moe(l)) {
+        std::memset(static_cast<void*>(gz), 0, sizeof(T) * size_t(N * d));
+        moe_bwd(k, lo, a, a.xf, gx, gz);
+      } else {
+        glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, gx, gz, T(0));
+      }
+      norm_bwd(k, lo.ffn_norm, a.r1, a.rstd_f, gz, gx, true);  // gx = ∂L/∂r1
+      dr1 = gx;
+    }
+    // Attention sub-block backward.
+    T* xa = deep ? x : a.xa;
+    linear_bwd_w<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), dr1, a.o, k.G + lo.wo);
+    linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), dr1, k.P + lo.wo, ws.dO, T(0));
+    attention_bwd(a.qkv, a.P, a.hmask, ws.dO, ws.dqkv, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim,
+                  ws.attn_scratch);
+    const int h2 = c.rotary_dims() / 2;
+    if (h2 > 0) {
+      const T* inv = inv_freq(k, lo.rope);
+      zcode::kernels::rope_bwd(ws.dqkv, a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), inv,
+                               ws.pos, ws.dtheta);
+      for (int i = 0; i < h2; ++i) {  // ∂L/∂log f = f·Σ_n pos_n·∂L/∂θ_n (fixed order)
+        double s = 0;
+        for (int64_t n = 0; n < N; ++n) s += static_cast<double>(ws.pos[n]) * static_cast<double>(ws.dtheta[n * h2 + i]);
+        k.G[lo.rope + i] += static_cast<T>(static_cast<double>(inv[i]) * s);
+      }
+    }
+    linear_bwd_w<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), ws.dqkv, xa, k.G + lo.wqkv);
+    if (deep) {
+      scaled_copy(gz, dr1, N * d, alpha);
+      linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), ws.dqkv, k.P + lo.wqkv, gz, T(1));
+      std::swap(ws.gx, ws.gz);  // gx = ∂L/∂x
+    } else {
+      linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), ws.dqkv, k.P + lo.wqkv, gy, T(0));
+      norm_bwd(k, lo.attn_norm, x, a.rstd_a, gy, gx, true);  // gx = ∂L/∂x
+    }
+  }
+  {  // Embedding: embed.grad[ids[n]] += ∂L/∂h0[n]; column blocks in parallel, rows in order.
+    T* GE = grads_.get() + off_embed_;
+    const T* gx = ws.gx;
+    constexpr int64_t kCols = 64;
+    const int64_t blocks = (d + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static)
+    for (int64_t bk = 0; bk < blocks; ++bk) {
+      const int64_t i0 = bk * kCols, i1 = std::min(d, i0 + kCols);
+      for (int64_t n = 0; n < N; ++n) {
+        T* dst = GE + int64_t{b.ids[n]} * d;
+        const T* src = gx + n * d;
+        for (int64_t i = i0; i < i1; ++i) dst[i] += src[i];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Entry points
+// ---------------------------------------------------------------------------
+
+template <class T>
+void Model<T>::check_batch(const BatchView& b) const {
+  const Config& c = cfg_;
+  if (b.B < 1 || b.T < 1)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "batch: shape [" + std::to_string(b.B) + ", " + std::to_string(b.T) +
+                                             "] (expected [batch >= 1, seq >= 1])");
+  if (b.T > c.max_seq_len)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "batch: seq " + std::to_string(b.T) + " exceeds model.max_seq_len " +
+                                             std::to_string(c.max_seq_len));
+  if (!c.cross_document_attention && !b.doc_ids)
+    throw Error(ZC_ERR_INVALID_ARGUMENT,
+                "batch.doc_ids: missing, but data.cross_document_attention is false (document masking needs them)");
+  const int64_t N = int64_t{b.B} * b.T;
+  for (int64_t n = 0; n < N; ++n) {
+    if (b.ids[n] < 0 || b.ids[n] >= c.vocab_size)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.input_ids[" + std::to_string(n / b.T) + "][" +
+                                               std::to_string(n % b.T) + "]: token id " + std::to_string(b.ids[n]) +
+                                               " out of range [0, " + std::to_string(c.vocab_size) + ")");
+    if (b.targets && (b.targets[n] < -1 || b.targets[n] >= c.vocab_size))
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets[" + std::to_string(n / b.T) + "][" +
+                                               std::to_string(n % b.T) + "]: " + std::to_string(b.targets[n]) +
+                                               " (expected -1 or an id in [0, " + std::to_string(c.vocab_size) + "))");
+  }
+}
+
+template <class T>
+void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, double loss_scale, bool sampled,
+                                uint64_t sample_seed, StepMetrics& m) {
+  check_batch(b);
+  if (!b.targets) throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets: missing");
+  const Config& c = cfg_;
+  Workspace& ws = ensure_workspace(b.B, b.T);
+  const int64_t N = int64_t{b.B} * b.T, d = c.d_model, V = c.vocab_size;
+  m.loss = m.ce_loss = m.aux_loss = m.z_loss = m.moe_dropped_fraction = m.masked_head_fraction = 0;
+  m.tokens = 0;
+  m.moe_load.assign(static_cast<size_t>(std::max(c.moe_experts, 0)), 0.0);
+  for (int64_t n = 0; n < N; ++n) m.tokens += b.targets[n] >= 0 ? 1 : 0;
+  const double nstep = loss_normalizer > 0 ? loss_normalizer : static_cast<double>(std::max<int64_t>(m.tokens, 1));
+  const double grad_scale = loss_scale / nstep;
+
+  forward(ws, b, false, &m);
+
+  // LM head + softmax cross-entropy, fused and chunked over rows: logits of a
+  // chunk become their own gradient in place, then feed both backward GEMMs.
+  const T* W = head_weight();
+  T* GW = head_grad();
+  const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
+  std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
+  for (int64_t r0 = 0; r0 < N; r0 += ws.logits_rows) {
+    const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, N - r0));
+    bool any = false;
+    for (int i = 0; i < rows; ++i) any |= ws.labels[r0 + i] >= 0;
+    if (!any) {
+      std::memset(static_cast<void*>(ws.gx + r0 * d), 0, sizeof(T) * size_t(rows * d));
+      for (int i = 0; i < rows; ++i) ws.nll[r0 + i] = 0;
+      continue;
+    }
+    linear_fwd<T>(rows, static_cast<int>(V), static_cast<int>(d), hf + r0 * d, W, ws.logits);
+    zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
+    zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale),
+                                 true, smp);
+    linear_bwd_x<T>(rows, static_cast<int>(V), static_cast<int>(d), ws.logits, W, ws.gx + r0 * d, T(0));
+    linear_bwd_w<T>(rows, static_cast<int>(V), static_cast<int>(d), ws.logits, hf + r0 * d, GW);
+  }
+  double ce = 0;
+  for (int64_t n = 0; n < N; ++n) ce += ws.nll[n];
+  m.ce_loss = ce / nstep;
+
+  backward(ws, b, grad_scale, &m);
+
+  int n_moe = 0;
+  for (int l = 0; l < c.n_layers; ++l) n_moe += c.is_moe(l) ? 1 : 0;
+  m.aux_loss = c.moe_aux_loss_coef * m.aux_loss / nstep;
+  m.z_loss = c.moe_z_loss_coef * m.z_loss / nstep;
+  m.loss = m.ce_loss + m.aux_loss + m.z_loss;
+  m.moe_dropped_fraction = n_moe ? m.moe_dropped_fraction / (double(n_moe) * N * c.moe_top_k) : 0.0;
+  for (double& v : m.moe_load) v = n_moe ? v / n_moe : 0.0;
+  m.masked_head_fraction /= static_cast<double>(N * c.n_heads * c.n_layers);
+}
+
+template <class T>
+void Model<T>::forward_logprobs(const BatchView& b, float* out) {
+  check_batch(b);
+  if (!b.targets) throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets: missing");
+  const Config& c = cfg_;
+  Workspace& ws = ensure_workspace(b.B, b.T);
+  const int64_t N = int64_t{b.B} * b.T, d = c.d_model, V = c.vocab_size;
+  forward(ws, b, false, nullptr);
+  const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
+  std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
+  for (int64_t r0 = 0; r0 < N; r0 += ws.logits_rows) {
+    const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, N - r0));
+    linear_fwd<T>(rows, static_cast<int>(V), static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
+    zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, T(0), false);
+  }
+  for (int64_t n = 0; n < N; ++n) out[n] = b.targets[n] >= 0 ? static_cast<float>(-ws.nll[n]) : 0.0f;
+}
+
+template <class T>
+void Model<T>::forward_logits(const int32_t* tokens, int n, float* out) {
+  BatchView b;
+  b.ids = tokens;
+  b.B = 1;
+  b.T = n;
+  std::vector<int32_t> doc;
+  if (!cfg_.cross_document_attention) {  // one sequence is one document
+    doc.assign(static_cast<size_t>(std::max(n, 0)), 0);
+    b.doc_ids = doc.data();
+  }
+  check_batch(b);
+  Workspace& ws = ensure_workspace(1, n);
+  const int64_t d = cfg_.d_model, V = cfg_.vocab_size;
+  forward(ws, b, true, nullptr);
+  const T* hf = cfg_.residual == Residual::kDeepNorm ? ws.X(cfg_.n_layers) : ws.hf;
+  for (int64_t r0 = 0; r0 < n; r0 += ws.logits_rows) {
+    const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, n - r0));
+    linear_fwd<T>(rows, static_cast<int>(V), static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
+    for (int64_t i = 0; i < rows * V; ++i) out[r0 * V + i] = static_cast<float>(ws.logits[i]);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// KV-cache decoding
+// ---------------------------------------------------------------------------
+
+template <class T>
+typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len) {
+  const Config& c = cfg_;
+  if (batch < 1 || max_len < 1 || max_len > c.max_seq_len)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_begin: batch " + std::to_string(batch) + ", max_len " +
+                                             std::to_string(max_len) + " (expected >= 1 and max_len <= max_seq_len " +
+                                             std::to_string(c.max_seq_len) + ")");
+  auto s = std::make_unique<DecodeSession>();
+  s->batch = batch;
+  s->max_len = max_len;
+  const size_t per = size_t(c.n_layers) * batch * max_len * c.n_kv_heads * c.head_dim;
+  s->kc.assign(per, T(0));
+  s->vc.assign(per, T(0));
+  s->threads = omp_get_max_threads();
+  s->prow.assign(size_t(s->threads) * max_len, T(0));
+  s->ws = std::make_unique<Workspace>();
+  s->ws->plan(c, batch, 1, false, s->threads, nullptr);
+  s->ws->mem = static_cast<std::byte*>(std::aligned_alloc(64, s->ws->bytes));
+  if (!s->ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_begin: out of memory");
+  s->ws->plan(c, batch, 1, false, s->threads, s->ws->mem);
+  return s.release();
+}
+
+template <class T>
+void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_logits) {
+  const Config& c = cfg_;
+  if (!s) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: no session");
+  if (s->pos >= s->max_len)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: session is full (max_len " + std::to_string(s->max_len) + ")");
+  if (omp_get_max_threads() > s->threads) {
+    s->threads = omp_get_max_threads();
+    s->prow.assign(size_t(s->threads) * s->max_len, T(0));
+  }
+  for (int i = 0; i < s->batch; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: tokens[" + std::to_string(i) + "] = " +
+                                               std::to_string(tokens[i]) + " out of range [0, " +
+                                               std::to_string(c.vocab_size) + ")");
+  Workspace& ws = *s->ws;
+  const int Bn = s->batch;
+  Ctx<T> k{c, params_.get(), grads_.get(), ws, Bn, 1, Bn, nullptr, true, 0.0, s};
+  const int64_t N = Bn, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
+  const int64_t kvw = Hkv * hd;
+  const bool deep = c.residual == Residual::kDeepNorm;
+  const T alpha = static_cast<T>(c.alpha());
+  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
+  const int pos = s->pos;
+  for (int64_t n = 0; n < N; ++n) ws.pos[n] = pos;
+  {
+    T* x0 = ws.X(0);
+    const T* E = params_.get() + off_embed_;
+    for (int64_t n = 0; n < N; ++n) std::memcpy(x0 + n * d, E + int64_t{tokens[n]} * d, sizeof(T) * size_t(d));
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerOffsets& lo = layers_[l];
+    typename Workspace::Layer& a = ws.L(l);
+    T* x = ws.X(l);
+    T* xn = ws.X(l + 1);
+    T* xa = x;
+    if (!deep) {
+      norm_fwd(k, lo.attn_norm, x, a.xa, a.rstd_a);
+      xa = a.xa;
+    }
+    linear_fwd<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), xa, k.P + lo.wqkv, a.qkv);
+    zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(),
+                             inv_freq(k, lo.rope), ws.pos);
+    T* kc = s->kc.data() + size_t(l) * Bn * s->max_len * kvw;
+    T* vc = s->vc.data() + size_t(l) * Bn * s->max_len * kvw;
+    for (int64_t n = 0; n < N; ++n) {
+      std::memcpy(kc + (n * s->max_len + pos) * kvw, a.qkv + n * qd + H * hd, sizeof(T) * size_t(kvw));
+      std::memcpy(vc + (n * s->max_len + pos) * kvw, a.qkv + n * qd + (H + Hkv) * hd, sizeof(T) * size_t(kvw));
+    }
+    const int group = static_cast<int>(H / Hkv);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / group;
+        T* prow = s->prow.data() + size_t(omp_get_thread_num()) * s->max_len;
+        attend_row(a.qkv + n * qd + h * hd, kc + n * s->max_len * kvw + g * hd, vc + n * s->max_len * kvw + g * hd,
+                   kvw, pos + 1, static_cast<const int32_t*>(nullptr), 0, static_cast<int>(hd), scale,
+                   c.dynamic_head_mask, static_cast<T>(c.entropy_threshold), prow, a.o + n * H * hd + h * hd);
+      }
+    scaled_copy(a.r1, x, N * d, deep ? alpha : T(1));
+    linear_fwd<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), a.o, k.P + lo.wo, a.r1, T(1));
+    norm_fwd(k, deep ? lo.attn_norm : lo.ffn_norm, a.r1, a.xf, deep ? a.rstd_a : a.rstd_f);
+    T* r2 = deep ? a.r2 : xn;
+    scaled_copy(r2, deep ? a.xf : a.r1, N * d, deep ? alpha : T(1));
+    if (c.is_moe(l)) moe_fwd(k, lo, a, a.xf, r2);
+    else glu_fwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, r2);
+    if (deep) norm_fwd(k, lo.ffn_norm, a.r2, xn, a.rstd_f);
+  }
+  const T* hf = ws.X(c.n_layers);
+  if (!deep) {
+    // The inference workspace has no separate final buffer: reuse layer storage.
+    norm_fwd(k, off_norm_f_, ws.X(c.n_layers), ws.L(0).r1, ws.L(0).rstd_a);
+    hf = ws.L(0).r1;
+  }
+  const int64_t V = c.vocab_size;
+  for (int64_t r0 = 0; r0 < N; r0 += ws.logits_rows) {
+    const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, N - r0));
+    linear_fwd<T>(rows, static_cast<int>(V), static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
+    for (int64_t i = 0; i < rows * V; ++i) out_logits[r0 * V + i] = static_cast<float>(ws.logits[i]);
+  }
+  ++s->pos;
+}
+
+template <class T>
+void Model<T>::decode_reorder(DecodeSession* s, const int32_t* src) {
+  if (!s) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: no session");
+  for (int i = 0; i < s->batch; ++i)
+    if (src[i] < 0 || src[i] >= s->batch)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: src[" + std::to_string(i) + "] = " +
+                                               std::to_string(src[i]) + " (expected 0.." +
+                                               std::to_string(s->batch - 1) + ")");
+  const size_t seq = size_t(s->max_len) * cfg_.n_kv_heads * cfg_.head_dim;
+  const size_t layer = seq * s->batch;
+  s->tmp.resize(layer);
+  for (std::vector<T>* cache : {&s->kc, &s->vc})
+    for (int l = 0; l < cfg_.n_layers; ++l) {
+      T* base = cache->data() + l * layer;
+      for (int i = 0; i < s->batch; ++i) std::memcpy(s->tmp.data() + i * seq, base + src[i] * seq, sizeof(T) * seq);
+      std::memcpy(base, s->tmp.data(), sizeof(T) * layer);
+    }
+}
+
+template <class T>
+void Model<T>::decode_end(DecodeSession* s) {
+  delete s;
+}
+
+template <class T>
+Model<T>::~Model() = default;
+
+template class Model<float>;
+template class Model<double>;
+
+}  // namespace glm52

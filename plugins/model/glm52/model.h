@@ -1,0 +1,115 @@
+// glm52/model.h: the GLM-5.2 sparse MoE transformer on the CPU, forward and
+// hand-written backward (README.md is the specification).
+//
+// llm.c style: one parameter buffer, one gradient buffer, one activation
+// workspace sized at setup (grown only when a bigger batch arrives, never in
+// a steady-state step). Templated on the float type so the same code runs in
+// double for gradient checks; the plugin uses float.
+#pragma once
+
+#include "config.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace glm52 {
+
+/// One named parameter: a slice [offset, offset+numel) of the parameter and
+/// gradient buffers.
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+  int64_t numel = 0;
+  uint32_t flags = 0;  // ZC_PARAM_*
+};
+
+/// What forward_backward reports (README.md, "Loss").
+struct StepMetrics {
+  double loss = 0, ce_loss = 0, aux_loss = 0, z_loss = 0;
+  double moe_dropped_fraction = 0, masked_head_fraction = 0;
+  std::vector<double> moe_load;  // [E]
+  int64_t tokens = 0;            // target tokens of this micro-batch
+};
+
+/// A batch as plain pointers: ids/targets [B, T] int32, doc_ids [B, T] or null.
+struct BatchView {
+  const int32_t* ids = nullptr;
+  const int32_t* targets = nullptr;
+  const int32_t* doc_ids = nullptr;
+  int B = 0, T = 0;
+};
+
+template <class T>
+class Model {
+ public:
+  /// Builds the parameters and initialises them from `init_seed`
+  /// (README.md, "Init"). Throws zcode::sdk::Error on bad dims.
+  Model(const Config& cfg, uint64_t init_seed);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const Config& config() const { return cfg_; }
+  const std::vector<ParamInfo>& param_infos() const { return infos_; }
+  const ParamInfo* find_param(const std::string& name) const;
+  T* params() { return params_.get(); }
+  T* grads() { return grads_.get(); }
+  int64_t num_elements() const { return n_elems_; }
+  void zero_grad();
+
+  /// Forward and backward on one micro-batch; gradients ACCUMULATE.
+  /// loss_normalizer: target tokens of the whole optimizer step (≤ 0: this
+  /// batch's). loss_scale multiplies every gradient. sampled: labels drawn from
+  /// the model's softmax with sample_seed (Sophia GNB). Throws on bad input.
+  /// Metrics go to `m` (reused by the caller: no allocation in steady state).
+  void forward_backward(const BatchView& b, double loss_normalizer, double loss_scale, bool sampled,
+                        uint64_t sample_seed, StepMetrics& m);
+  /// log p(target) per position, out [B, T] (0 where target == -1). MoE
+  /// capacity as in training (same micro-batch semantics).
+  void forward_logprobs(const BatchView& b, float* out);
+  /// Next-token logits for one sequence, out [n, V], dropless MoE.
+  void forward_logits(const int32_t* tokens, int n, float* out);
+
+  struct DecodeSession;
+  /// KV-cache decoding (dropless MoE): `batch` sequences of ≤ max_len tokens.
+  DecodeSession* decode_begin(int batch, int max_len);
+  /// Appends tokens[batch] and writes logits [batch, V].
+  void decode_step(DecodeSession* s, const int32_t* tokens, float* out_logits);
+  /// New sequence i takes old sequence src[i]'s cache.
+  void decode_reorder(DecodeSession* s, const int32_t* src);
+  void decode_end(DecodeSession* s);
+
+  /// Bytes of activations the backward keeps for a [B, T] batch (the
+  /// analytic memory need, README.md "Performance"), and the workspace total.
+  size_t activation_bytes(int B, int Tn) const;
+  size_t workspace_bytes() const;
+
+  struct Workspace;
+  struct LayerOffsets;
+
+ private:
+  void build_params();
+  void init_params(uint64_t seed);
+  void check_batch(const BatchView& b) const;
+  Workspace& ensure_workspace(int B, int Tn);
+  void forward(Workspace& ws, const BatchView& b, bool dropless, StepMetrics* m);
+  void backward(Workspace& ws, const BatchView& b, double inv_norm_scale, StepMetrics* m);
+  const T* head_weight() const;
+  T* head_grad();
+
+  Config cfg_;
+  std::vector<ParamInfo> infos_;
+  std::vector<LayerOffsets> layers_;
+  int64_t off_embed_ = 0, off_head_ = -1, off_norm_f_ = -1;
+  int64_t n_elems_ = 0;
+  std::unique_ptr<T[]> params_, grads_;
+  std::unique_ptr<Workspace> ws_;
+};
+
+extern template class Model<float>;
+extern template class Model<double>;
+
+}  // namespace glm52

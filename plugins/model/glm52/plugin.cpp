@@ -1,0 +1,244 @@
+// glm52/plugin.cpp: the `glm52` model component (ABI glue over Model<float>).
+#include "config.h"
+#include "model.h"
+#include "schema.h"
+
+#include <zcode/kernels/threads.h>
+#include <zcode/sdk/plugin.h>
+
+#include <rapidjson/document.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using zcode::sdk::Error;
+
+std::string shape_str(const int64_t* s, int n) {
+  std::string o = "[";
+  for (int i = 0; i < n; ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+/// Checks a borrowed batch tensor: CPU, int32, [B, T], contiguous.
+void check_ids(const DLTensor& t, const char* name, int64_t B, int64_t T) {
+  if (t.device.device_type != kDLCPU)
+    throw Error(ZC_ERR_UNSUPPORTED, std::string("batch.") + name + ": only CPU tensors are supported");
+  if (!zcode::sdk::same_dtype(t.dtype, zcode::sdk::kI32) || t.ndim != 2)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("batch.") + name + ": expected int32 [batch, seq]");
+  if (B >= 0 && (t.shape[0] != B || t.shape[1] != T))
+    throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("batch.") + name + ": shape " + shape_str(t.shape, 2) +
+                                             " differs from input_ids " + shape_str(std::vector<int64_t>{B, T}.data(), 2));
+  if (t.strides && (t.strides[1] != 1 || t.strides[0] != t.shape[1]))
+    throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("batch.") + name + ": must be contiguous");
+}
+
+class Glm52 : public zcode::sdk::Model {
+ public:
+  explicit Glm52(const zcode::sdk::CreateContext& ctx) : host_(ctx.host()) {
+    threads_ = host_.num_threads();
+    zcode::kernels::set_num_threads(threads_);
+    int64_t vocab = 0;
+    if (zcode::sdk::TokenizerRef tok = ctx.tokenizer()) {
+      rapidjson::Document info;
+      const std::string j = tok.info_json();
+      info.Parse(j.c_str());
+      if (!info.HasParseError() && info.IsObject() && info.HasMember("vocab_size") && info["vocab_size"].IsInt64())
+        vocab = info["vocab_size"].GetInt64();
+      else
+        vocab = static_cast<int64_t>(tok.vocab_size());
+    }
+    const zcode::sdk::Options opts(ctx.raw()->options_json, "model");
+    cfg_ = glm52::Config::resolve(opts, ctx.config(), vocab);
+    model_ = std::make_unique<glm52::Model<float>>(cfg_, host_.derive_seed("model/init"));
+    const auto& infos = model_->param_infos();
+    values_.resize(infos.size());
+    grads_.resize(infos.size());
+    for (size_t i = 0; i < infos.size(); ++i) {
+      int64_t* shape = const_cast<int64_t*>(infos[i].shape.data());
+      const int nd = static_cast<int>(infos[i].shape.size());
+      values_[i] = zcode::sdk::make_view(model_->params() + infos[i].offset, zcode::sdk::kF32, nd, shape);
+      grads_[i] = zcode::sdk::make_view(model_->grads() + infos[i].offset, zcode::sdk::kF32, nd, shape);
+      list_.push_back(zc_param{infos[i].name.c_str(), &values_[i], &grads_[i], infos[i].flags, 0});
+    }
+    info_ = cfg_.to_json();
+    uint64_t total = 0, active = 0;
+    cfg_.count_params(total, active);
+    host_.info("glm52", "Initializing GLM5pt2 (" + cfg_.variant + ") with " + std::to_string(cfg_.moe_experts) +
+                            " experts, top_k=" + std::to_string(cfg_.moe_top_k) + ": " + std::to_string(total) +
+                            " parameters (" + std::to_string(active) + " active per token), " +
+                            std::to_string(threads_) + " threads, OpenBLAS " + zcode::kernels::blas_threading());
+    if (zcode::kernels::blas_threading() == "pthread" && threads_ > 1)
+      host_.warn("glm52", "OpenBLAS is its pthread build: its threads and OpenMP's contend for the cores; "
+                          "install libopenblas0-openmp (scripts/install-deps.sh)");
+    std::string names;
+    metric_names_.clear();
+    for (int e = 0; e < cfg_.moe_experts; ++e) metric_names_.push_back("moe_load_" + std::to_string(e));
+    metrics_.moe_load.reserve(static_cast<size_t>(cfg_.moe_experts));
+  }
+
+  void num_params(uint64_t& total, uint64_t& active) const override { cfg_.count_params(total, active); }
+  zc_param_list params() override { return zc_param_list{list_.data(), list_.size()}; }
+  void zero_grad() override {
+    zcode::kernels::set_num_threads(threads_);
+    model_->zero_grad();
+  }
+
+  void forward_backward(const zc_batch& b, const zc_fb_options& o, const zcode::sdk::MetricsSink& sink) override {
+    zcode::kernels::set_num_threads(threads_);
+    if (o.label_mode != ZC_LABELS_TARGETS && o.label_mode != ZC_LABELS_SAMPLED)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "forward_backward: unknown label_mode " + std::to_string(o.label_mode));
+    if (!(o.loss_scale > 0) || !std::isfinite(o.loss_scale))
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "forward_backward: options.loss_scale " + std::to_string(o.loss_scale) +
+                                               " (expected > 0; 1 in fp32)");
+    const glm52::BatchView v = view(b, true);
+    model_->forward_backward(v, o.loss_normalizer, o.loss_scale, o.label_mode == ZC_LABELS_SAMPLED, o.sample_seed,
+                             metrics_);
+    sink.put("loss", metrics_.loss);
+    sink.put("ce_loss", metrics_.ce_loss);
+    sink.put("aux_loss", metrics_.aux_loss);
+    sink.put("z_loss", metrics_.z_loss);
+    for (size_t e = 0; e < metric_names_.size(); ++e) sink.put(metric_names_[e].c_str(), metrics_.moe_load[e]);
+    sink.put("moe_dropped_fraction", metrics_.moe_dropped_fraction);
+    sink.put("masked_head_fraction", metrics_.masked_head_fraction);
+    sink.put("tokens", static_cast<double>(metrics_.tokens));
+  }
+
+  void forward_logprobs(const zc_batch& b, DLTensor& out) override {
+    zcode::kernels::set_num_threads(threads_);
+    const glm52::BatchView v = view(b, true);
+    if (out.device.device_type != kDLCPU || !zcode::sdk::same_dtype(out.dtype, zcode::sdk::kF32) || out.ndim != 2 ||
+        out.shape[0] != v.B || out.shape[1] != v.T || (out.strides && (out.strides[1] != 1 || out.strides[0] != v.T)))
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "forward_logprobs: out must be a contiguous CPU float32 [" +
+                                               std::to_string(v.B) + ", " + std::to_string(v.T) + "] tensor");
+    model_->forward_logprobs(v, zcode::sdk::data_ptr<float>(out));
+  }
+
+  const std::string& info_json() const override { return info_; }
+
+  void* decode_begin(int32_t batch, int32_t max_len) override {
+    zcode::kernels::set_num_threads(threads_);
+    return model_->decode_begin(batch, max_len);
+  }
+  void decode_step(void* s, const int32_t* tokens, float* out) override {
+    zcode::kernels::set_num_threads(threads_);
+    if (!tokens || !out) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: NULL tokens or logits");
+    model_->decode_step(static_cast<glm52::Model<float>::DecodeSession*>(s), tokens, out);
+  }
+  void decode_reorder(void* s, const int32_t* src) override {
+    if (!src) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: NULL src");
+    model_->decode_reorder(static_cast<glm52::Model<float>::DecodeSession*>(s), src);
+  }
+  void decode_end(void* s) override { model_->decode_end(static_cast<glm52::Model<float>::DecodeSession*>(s)); }
+  void forward_logits(const int32_t* tokens, int32_t n, float* out) override {
+    zcode::kernels::set_num_threads(threads_);
+    if (!tokens || !out || n < 1) throw Error(ZC_ERR_INVALID_ARGUMENT, "forward_logits: NULL buffer or n < 1");
+    model_->forward_logits(tokens, n, out);
+  }
+
+  /// Parameters under the names of README.md, plus the resolved architecture.
+  void save_state(const zcode::sdk::StateWriter& w) override {
+    for (size_t i = 0; i < list_.size(); ++i) w.put_tensor(list_[i].name, values_[i]);
+    w.put_json("{\"architecture\":" + info_ + "}");
+  }
+
+  /// Refuses unknown, missing, mis-shaped or mis-typed tensors and an
+  /// architecture that differs in a way shapes cannot show; copies only after
+  /// everything checked (a failing call changes nothing).
+  void load_state(const zcode::sdk::StateReader& r) override {
+    const auto& infos = model_->param_infos();
+    for (size_t i = 0; i < r.num_tensors(); ++i) {
+      const char* name = r.tensor_name(i);
+      if (!name || !model_->find_param(name))
+        throw Error(ZC_ERR_DATA, std::string("model state: unexpected tensor '") + (name ? name : "?") +
+                                     "' (not a parameter of this architecture; see plugins/model/glm52/README.md)");
+    }
+    for (const glm52::ParamInfo& p : infos) {
+      const DLTensor* t = r.find(p.name);
+      const std::string want = shape_str(p.shape.data(), static_cast<int>(p.shape.size()));
+      if (!t) throw Error(ZC_ERR_NOT_FOUND, "model state: tensor '" + p.name + "' missing (expected float32 " + want + ")");
+      if (!zcode::sdk::same_dtype(t->dtype, zcode::sdk::kF32))
+        throw Error(ZC_ERR_DATA, "model state: tensor '" + p.name + "' is not float32");
+      if (t->device.device_type != kDLCPU)
+        throw Error(ZC_ERR_UNSUPPORTED, "model state: tensor '" + p.name + "' is not on the CPU");
+      bool same = t->ndim == static_cast<int>(p.shape.size());
+      for (int i = 0; same && i < t->ndim; ++i) same = t->shape[i] == p.shape[i];
+      if (!same)
+        throw Error(ZC_ERR_DATA, "model state: tensor '" + p.name + "' has shape " + shape_str(t->shape, t->ndim) +
+                                     ", expected " + want);
+      if (t->strides) {
+        int64_t expect = 1;
+        for (int i = t->ndim - 1; i >= 0; --i) {
+          if (t->shape[i] != 1 && t->strides[i] != expect)
+            throw Error(ZC_ERR_DATA, "model state: tensor '" + p.name + "' is not contiguous");
+          expect *= t->shape[i];
+        }
+      }
+    }
+    check_architecture(r.json());
+    for (const glm52::ParamInfo& p : infos) {
+      const DLTensor* t = r.find(p.name);
+      std::memcpy(model_->params() + p.offset, zcode::sdk::data_ptr<char>(*t), sizeof(float) * size_t(p.numel));
+    }
+  }
+
+ private:
+  glm52::BatchView view(const zc_batch& b, bool need_targets) const {
+    check_ids(b.input_ids, "input_ids", -1, -1);
+    const int64_t B = b.input_ids.shape[0], T = b.input_ids.shape[1];
+    if (B < 1 || T < 1 || B * T > (int64_t{1} << 31))
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.input_ids: shape " + shape_str(b.input_ids.shape, 2) + " out of range");
+    glm52::BatchView v;
+    v.B = static_cast<int>(B);
+    v.T = static_cast<int>(T);
+    v.ids = zcode::sdk::data_ptr<int32_t>(b.input_ids);
+    if (need_targets) {
+      if (!b.targets.data) throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets: missing");
+      check_ids(b.targets, "targets", B, T);
+      v.targets = zcode::sdk::data_ptr<int32_t>(b.targets);
+    }
+    if (b.doc_ids.data) {
+      check_ids(b.doc_ids, "doc_ids", B, T);
+      v.doc_ids = zcode::sdk::data_ptr<int32_t>(b.doc_ids);
+    }
+    return v;
+  }
+
+  void check_architecture(std::string_view json) const {
+    if (json.empty()) return;
+    rapidjson::Document d;
+    d.Parse(json.data(), json.size());
+    if (d.HasParseError() || !d.IsObject()) throw Error(ZC_ERR_DATA, "model state: state JSON is not an object");
+    if (!d.HasMember("architecture") || !d["architecture"].IsObject()) return;
+    rapidjson::Document mine;
+    mine.Parse(info_.c_str());
+    const rapidjson::Value& a = d["architecture"];
+    for (const char* key : {"n_heads", "n_kv_heads", "head_dim", "moe_top_k", "norm", "residual",
+                            "router_activation", "norm_topk_prob", "tie_embeddings", "vocab_size"}) {
+      if (!a.HasMember(key)) continue;
+      if (a[key] != mine[key])
+        throw Error(ZC_ERR_DATA, std::string("model state: ") + key + " is " + zcode::sdk::to_json(a[key]) +
+                                     " in the checkpoint but " + zcode::sdk::to_json(mine[key]) + " in the config");
+    }
+  }
+
+  zcode::sdk::Host host_;
+  int threads_ = 1;
+  glm52::Config cfg_;
+  std::unique_ptr<glm52::Model<float>> model_;
+  std::vector<DLTensor> values_, grads_;
+  std::vector<zc_param> list_;
+  std::string info_;
+  std::vector<std::string> metric_names_;
+  glm52::StepMetrics metrics_;
+};
+
+}  // namespace
+
+ZCODE_PLUGIN("glm52", "0.1.0", "Apache-2.0", "GLM-5.2 sparse MoE transformer (CPU, fp32)",
+             ZCODE_COMPONENT(Glm52, "glm52", "GLM-5.2 sparse MoE transformer: forward, hand-written backward, KV cache",
+                             glm52::kOptionsSchema))

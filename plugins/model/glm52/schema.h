@@ -1,0 +1,48 @@
+// glm52/schema.h: JSON Schema of the `model` section (README.md, "Config options").
+#pragma once
+
+namespace glm52 {
+
+inline constexpr const char* kOptionsSchema = R"JSON({
+ "type": "object",
+ "description": "GLM-5.2 sparse MoE transformer (CPU, fp32). Dims default to the variant's (README.md table).",
+ "properties": {
+  "type": {"type": "string", "description": "glm52 (alias GLM5pt2)"},
+  "variant": {"type": "string", "enum": ["nano", "tiny", "base", "large", "xl"], "default": "tiny"},
+  "vocab_size": {"type": "integer", "minimum": 1, "description": "explicit vocabulary size (default: the tokenizer's)"},
+  "d_model": {"type": "integer", "minimum": 1},
+  "n_layers": {"type": "integer", "minimum": 1},
+  "n_heads": {"type": "integer", "minimum": 1},
+  "n_kv_heads": {"type": "integer", "minimum": 1, "description": "grouped KV heads; divides n_heads (default n_heads when n_heads is set)"},
+  "head_dim": {"type": "integer", "minimum": 1, "maximum": 1024, "description": "default d_model / n_heads"},
+  "ffn_hidden": {"type": "integer", "minimum": 1, "description": "hidden size of the dense GLU layers"},
+  "moe_experts": {"type": "integer", "minimum": 0, "maximum": 1024, "description": "routed experts E (0: every layer dense)"},
+  "moe_top_k": {"type": "integer", "minimum": 1},
+  "moe_ffn_hidden": {"type": "integer", "minimum": 1, "description": "hidden size F of each expert"},
+  "moe_shared_experts": {"type": "integer", "minimum": 0, "default": 0},
+  "first_dense_layers": {"type": "integer", "minimum": 0, "description": "layers l < this use the dense GLU"},
+  "capacity_factor": {"type": "number", "default": 1.25, "description": "C = ceil(cf*N*k/E); <= 0 means dropless"},
+  "moe_aux_loss_coef": {"type": "number", "minimum": 0, "default": 0.01},
+  "moe_z_loss_coef": {"type": "number", "minimum": 0, "default": 0.001},
+  "norm_topk_prob": {"type": "boolean", "default": true},
+  "router_activation": {"type": "string", "enum": ["softmax", "sigmoid"], "default": "softmax"},
+  "max_seq_len": {"type": "integer", "minimum": 1},
+  "rope_theta": {"type": "number", "default": 10000.0},
+  "rotary_fraction": {"type": "number", "minimum": 0, "maximum": 1, "default": 1.0},
+  "norm": {"type": "string", "enum": ["scalenorm", "rmsnorm"], "default": "scalenorm"},
+  "residual": {"type": "string", "enum": ["deepnorm", "prenorm"], "default": "deepnorm"},
+  "norm_eps": {"type": "number", "default": 1e-6},
+  "tie_embeddings": {"type": "boolean", "default": true},
+  "dynamic_head_mask": {
+   "type": "object",
+   "properties": {
+    "enabled": {"type": "boolean", "default": false},
+    "entropy_threshold": {"type": "number", "minimum": 0, "default": 4.0, "description": "nats"}
+   },
+   "additionalProperties": false
+  }
+ },
+ "additionalProperties": false
+})JSON";
+
+}  // namespace glm52
