@@ -1,0 +1,533 @@
+// HarnessConfig: state, defaults, the typed tree, and JSON/YAML output.
+#include "config_impl.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <sstream>
+
+namespace zcode {
+
+using namespace config_detail;
+
+// ---- errors ----------------------------------------------------------------
+
+std::string ConfigError::str() const { return path.empty() ? message : path + ": " + message; }
+
+namespace {
+std::string validation_what(const std::string& origin, const std::vector<ConfigError>& errors) {
+  std::string s = origin + ": " + std::to_string(errors.size()) +
+                  (errors.size() == 1 ? " config error" : " config errors");
+  for (const ConfigError& e : errors) s += "\n  " + e.str();
+  return s;
+}
+}  // namespace
+
+ConfigValidationError::ConfigValidationError(std::string origin, std::vector<ConfigError> errors)
+    : std::runtime_error(validation_what(origin, errors)), origin_(std::move(origin)), errors_(std::move(errors)) {}
+
+// ---- plumbing --------------------------------------------------------------
+
+HarnessConfig::Impl::Impl(const Impl& o)
+    : origin(o.origin), yaml11_bools(o.yaml11_bools), overrides(o.overrides), validated(o.validated),
+      experiment_name(o.experiment_name), seed(o.seed), plugin_path(o.plugin_path), hardware(o.hardware),
+      model(o.model), data(o.data), optimizer(o.optimizer), scheduler(o.scheduler), training(o.training),
+      logging(o.logging), profiling(o.profiling), evaluation(o.evaluation), generation(o.generation),
+      callbacks(o.callbacks), model_card(o.model_card) {
+  raw.CopyFrom(o.raw, raw.GetAllocator());
+  resolved.CopyFrom(o.resolved, resolved.GetAllocator());
+}
+
+HarnessConfig::HarnessConfig() : impl_(std::make_unique<Impl>()) {}
+HarnessConfig::HarnessConfig(const HarnessConfig& o) : impl_(std::make_unique<Impl>(*o.impl_)) {}
+HarnessConfig& HarnessConfig::operator=(const HarnessConfig& o) {
+  if (this != &o) impl_ = std::make_unique<Impl>(*o.impl_);
+  return *this;
+}
+HarnessConfig::HarnessConfig(HarnessConfig&&) noexcept = default;
+HarnessConfig& HarnessConfig::operator=(HarnessConfig&&) noexcept = default;
+HarnessConfig::~HarnessConfig() = default;
+
+const std::vector<std::string>& HarnessConfig::overrides() const { return impl_->overrides; }
+bool HarnessConfig::validated() const { return impl_->validated; }
+const std::string& HarnessConfig::origin() const { return impl_->origin; }
+const std::string& HarnessConfig::experiment_name() const { return impl_->experiment_name; }
+uint64_t HarnessConfig::seed() const { return impl_->seed; }
+const std::vector<std::string>& HarnessConfig::plugin_path() const { return impl_->plugin_path; }
+const HardwareConfig& HarnessConfig::hardware() const { return impl_->hardware; }
+const ModelConfig& HarnessConfig::model() const { return impl_->model; }
+const DataConfig& HarnessConfig::data() const { return impl_->data; }
+const OptimizerConfig& HarnessConfig::optimizer() const { return impl_->optimizer; }
+const SchedulerConfig& HarnessConfig::scheduler() const { return impl_->scheduler; }
+const TrainingConfig& HarnessConfig::training() const { return impl_->training; }
+const LoggingConfig& HarnessConfig::logging() const { return impl_->logging; }
+const ProfilingConfig& HarnessConfig::profiling() const { return impl_->profiling; }
+const EvaluationConfig& HarnessConfig::evaluation() const { return impl_->evaluation; }
+const GenerationConfig& HarnessConfig::generation() const { return impl_->generation; }
+const std::vector<CallbackConfig>& HarnessConfig::callbacks() const { return impl_->callbacks; }
+const ModelCardConfig& HarnessConfig::model_card() const { return impl_->model_card; }
+
+std::string HarnessConfig::canonical_name(std::string_view name) { return fold(name); }
+std::string HarnessConfig::canonical_model_type(std::string_view name) {
+  std::string c = fold(name);
+  return c == "glm5pt2" ? "glm52" : c;
+}
+
+// ---- defaults --------------------------------------------------------------
+
+namespace config_detail {
+
+const JsonDoc& builtin_schema() {
+  static const JsonDoc doc = [] {
+    JsonDoc d;
+    d.Parse(HarnessConfig::builtin_schema_json().c_str());
+    return d;  // parse errors are caught by the config tests
+  }();
+  return doc;
+}
+
+const JsonValue* member(const JsonValue& obj, std::string_view key) {
+  if (!obj.IsObject()) return nullptr;
+  auto it = obj.FindMember(JsonValue(key.data(), static_cast<rapidjson::SizeType>(key.size())));
+  return it == obj.MemberEnd() ? nullptr : &it->value;
+}
+
+void fill_defaults(const JsonValue& schema, JsonValue& inst, JsonAlloc& a, const std::set<std::string>* only_keys) {
+  if (!schema.IsObject()) return;
+  if (inst.IsObject()) {
+    const JsonValue* props = member(schema, "properties");
+    if (!props || !props->IsObject()) return;
+    for (auto& p : props->GetObject()) {
+      std::string key(p.name.GetString(), p.name.GetStringLength());
+      if (only_keys && !only_keys->count(key)) continue;
+      auto it = inst.FindMember(p.name);
+      if (it == inst.MemberEnd()) {
+        const JsonValue* def = member(p.value, "default");
+        if (!def) continue;
+        JsonValue k(p.name, a), v(*def, a);
+        inst.AddMember(k, v, a);
+        it = inst.FindMember(p.name);
+      }
+      fill_defaults(p.value, it->value, a);
+    }
+  } else if (inst.IsArray()) {
+    const JsonValue* items = member(schema, "items");
+    if (!items) return;
+    for (auto& v : inst.GetArray()) fill_defaults(*items, v, a);
+  }
+}
+
+namespace {
+
+std::set<std::string> schema_keys(const JsonValue& schema) {
+  std::set<std::string> keys;
+  if (const JsonValue* props = member(schema, "properties"); props && props->IsObject())
+    for (auto& p : props->GetObject()) keys.emplace(p.name.GetString(), p.name.GetStringLength());
+  return keys;
+}
+
+// The section object at a plugin section path, inside `root`.
+JsonValue* section_at(JsonValue& root, const std::string& path) {
+  if (path == "data.tokenizer") return nullptr;  // handled separately (string or object)
+  if (path.starts_with("callbacks[")) {
+    size_t i = std::stoul(path.substr(10));
+    auto it = root.FindMember("callbacks");
+    if (it == root.MemberEnd() || !it->value.IsArray() || i >= it->value.Size()) return nullptr;
+    return it->value[static_cast<rapidjson::SizeType>(i)].IsObject()
+               ? &it->value[static_cast<rapidjson::SizeType>(i)]
+               : nullptr;
+  }
+  auto it = root.FindMember(JsonValue(path.c_str(), static_cast<rapidjson::SizeType>(path.size())));
+  return (it != root.MemberEnd() && it->value.IsObject()) ? &it->value : nullptr;
+}
+
+}  // namespace
+
+void resolve(const HarnessConfig::Impl& impl, const SchemaProvider* provider, JsonDoc& out) {
+  const JsonValue& schema = builtin_schema();
+  JsonAlloc& a = out.GetAllocator();
+
+  // Names first: which components do the sections go to (defaults count).
+  JsonDoc named;
+  named.CopyFrom(impl.raw, named.GetAllocator());
+  if (named.IsObject()) fill_defaults(schema, named, named.GetAllocator());
+  std::vector<PluginSection> sections = plugin_sections(named, provider);
+
+  out.CopyFrom(impl.raw, a);
+  if (!out.IsObject()) out.SetObject();
+  // Built-in defaults; a plugin-owned section whose component schema is
+  // known gets only the base keys that schema declares (so the section still
+  // validates against it), plus the key that names the component.
+  std::map<std::string, std::set<std::string>> allowed;
+  std::map<std::string, std::vector<JsonDoc>> plugin_schemas;
+  for (const PluginSection& s : sections) {
+    if (!s.found) continue;
+    JsonDoc sd;
+    sd.Parse(s.schema.c_str());
+    if (sd.HasParseError() || !sd.IsObject()) continue;
+    auto& keys = allowed[s.section_path];
+    keys.merge(schema_keys(sd));
+    keys.insert(s.routing_key);
+    if (s.section_path == "data") keys.insert("tokenizer");
+    plugin_schemas[s.section_path].push_back(std::move(sd));
+  }
+  const JsonValue* props = member(schema, "properties");
+  for (auto& p : props->GetObject()) {
+    std::string key(p.name.GetString(), p.name.GetStringLength());
+    auto it = out.FindMember(p.name);
+    if (it == out.MemberEnd()) {
+      const JsonValue* def = member(p.value, "default");
+      if (!def) continue;
+      JsonValue k(p.name, a), v(*def, a);
+      out.AddMember(k, v, a);
+      it = out.FindMember(p.name);
+    }
+    if (key == "callbacks" && it->value.IsArray()) {
+      const JsonValue& item_schema = *member(p.value, "items");
+      for (rapidjson::SizeType i = 0; i < it->value.Size(); ++i) {
+        auto f = allowed.find(join_index("callbacks", i));
+        fill_defaults(item_schema, it->value[i], a, f == allowed.end() ? nullptr : &f->second);
+      }
+    } else {
+      auto f = allowed.find(key);
+      fill_defaults(p.value, it->value, a, f == allowed.end() ? nullptr : &f->second);
+    }
+  }
+  // The plugins' own defaults.
+  for (auto& [path, docs] : plugin_schemas) {
+    JsonValue* sec = section_at(out, path);
+    if (!sec) continue;
+    for (const JsonDoc& sd : docs) fill_defaults(sd, *sec, a);
+  }
+  // Computed defaults.
+  JsonValue* data = section_at(out, "data");
+  JsonValue* eval = section_at(out, "evaluation");
+  auto may_fill = [&](const std::string& sec, const char* key) {
+    auto f = allowed.find(sec);
+    return f == allowed.end() || f->second.count(key);
+  };
+  if (data && eval && !member(*eval, "batch_size") && may_fill("evaluation", "batch_size"))
+    if (const JsonValue* bs = member(*data, "batch_size"); bs && bs->IsInt64())
+      eval->AddMember("batch_size", JsonValue(bs->GetInt64()), a);
+  JsonValue* sched = section_at(out, "scheduler");
+  JsonValue* train = section_at(out, "training");
+  if (sched && train && !member(*sched, "decay_steps") && may_fill("scheduler", "decay_steps")) {
+    const JsonValue* type = member(*sched, "type");
+    const JsonValue* w = member(*sched, "warmup_steps");
+    const JsonValue* st = member(*sched, "stable_steps");
+    const JsonValue* mx = member(*train, "max_steps");
+    if (type && type->IsString() && fold(type->GetString()) == "wsd" && w && w->IsInt64() && st &&
+        st->IsInt64() && mx && mx->IsInt64() && mx->GetInt64() - w->GetInt64() - st->GetInt64() >= 0)
+      sched->AddMember("decay_steps", JsonValue(mx->GetInt64() - w->GetInt64() - st->GetInt64()), a);
+  }
+  // The record of --set overrides.
+  out.RemoveMember("overrides");
+  JsonValue list(rapidjson::kArrayType);
+  for (const std::string& s : impl.overrides) list.PushBack(JsonValue(s.c_str(), a), a);
+  out.AddMember("overrides", list, a);
+}
+
+}  // namespace config_detail
+
+// ---- typed tree ------------------------------------------------------------
+
+namespace {
+
+struct Reader {
+  const JsonValue* obj;
+  const JsonValue* get(const char* k) const { return obj ? member(*obj, k) : nullptr; }
+  void str(const char* k, std::string& out) const {
+    if (auto v = get(k); v && v->IsString()) out.assign(v->GetString(), v->GetStringLength());
+  }
+  void opt_str(const char* k, std::optional<std::string>& out) const {
+    if (auto v = get(k); v && v->IsString()) out.emplace(v->GetString(), v->GetStringLength());
+  }
+  void i64(const char* k, int64_t& out) const {
+    if (auto v = get(k); v && v->IsInt64()) out = v->GetInt64();
+  }
+  void opt_i64(const char* k, std::optional<int64_t>& out) const {
+    if (auto v = get(k); v && v->IsInt64()) out = v->GetInt64();
+  }
+  void num(const char* k, double& out) const {
+    if (auto v = get(k); v && v->IsNumber()) out = v->GetDouble();
+  }
+  void boolean(const char* k, bool& out) const {
+    if (auto v = get(k); v && v->IsBool()) out = v->GetBool();
+  }
+  void str_list(const char* k, std::vector<std::string>& out) const {
+    if (auto v = get(k); v && v->IsArray()) {
+      out.clear();
+      for (auto& s : v->GetArray())
+        if (s.IsString()) out.emplace_back(s.GetString(), s.GetStringLength());
+    }
+  }
+};
+
+zc_log_level parse_level(std::string level) {
+  for (char& c : level) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (level == "TRACE") return ZC_LOG_TRACE;
+  if (level == "DEBUG") return ZC_LOG_DEBUG;
+  if (level == "WARNING" || level == "WARN") return ZC_LOG_WARN;
+  if (level == "ERROR") return ZC_LOG_ERROR;
+  return ZC_LOG_INFO;
+}
+
+void fill_typed(HarnessConfig::Impl& m) {
+  const JsonValue& r = m.resolved;
+  Reader top{&r};
+  top.str("experiment_name", m.experiment_name);
+  if (auto v = top.get("seed"); v && v->IsUint64()) m.seed = v->GetUint64();
+  if (auto v = top.get("plugin_path")) {
+    m.plugin_path.clear();
+    if (v->IsString()) {
+      std::stringstream ss(v->GetString());
+      for (std::string part; std::getline(ss, part, ':');)
+        if (!part.empty()) m.plugin_path.push_back(part);
+    } else {
+      top.str_list("plugin_path", m.plugin_path);
+    }
+  }
+  Reader hw{member(r, "hardware")};
+  hw.str("accelerator", m.hardware.accelerator);
+  m.hardware.accelerator = fold(m.hardware.accelerator);
+  hw.i64("devices", m.hardware.devices);
+  hw.boolean("mixed_precision", m.hardware.mixed_precision);
+  hw.i64("num_threads", m.hardware.num_threads);
+
+  Reader mo{member(r, "model")};
+  mo.str("type", m.model.type);
+  m.model.type = HarnessConfig::canonical_model_type(m.model.type);
+  mo.str("variant", m.model.variant);
+  m.model.variant = fold(m.model.variant);
+  mo.i64("moe_experts", m.model.moe_experts);
+  mo.i64("moe_top_k", m.model.moe_top_k);
+  mo.i64("max_seq_len", m.model.max_seq_len);
+  mo.opt_i64("d_model", m.model.d_model);
+  mo.opt_i64("n_layers", m.model.n_layers);
+  mo.opt_i64("n_heads", m.model.n_heads);
+  mo.opt_i64("n_kv_heads", m.model.n_kv_heads);
+  mo.opt_i64("head_dim", m.model.head_dim);
+  mo.opt_i64("ffn_hidden", m.model.ffn_hidden);
+  mo.opt_i64("moe_ffn_hidden", m.model.moe_ffn_hidden);
+
+  const JsonValue* data = member(r, "data");
+  Reader da{data};
+  da.str("loader", m.data.loader);
+  m.data.loader = fold(m.data.loader);
+  da.str("train_path", m.data.train_path);
+  da.opt_str("val_path", m.data.val_path);
+  da.opt_str("train_shard_pattern", m.data.train_shard_pattern);
+  const JsonValue* tok = da.get("tokenizer");
+  {
+    JsonDoc opts;
+    tokenizer_options(tok, opts, opts.GetAllocator());
+    m.data.tokenizer_options_json = json_text(opts);
+    m.data.tokenizer_type = tokenizer_component(tok);
+    if (auto p = member(opts, "path"); p && p->IsString()) m.data.tokenizer = p->GetString();
+  }
+  da.i64("batch_size", m.data.batch_size);
+  da.i64("prefetch_factor", m.data.prefetch_factor);
+  da.i64("num_workers", m.data.num_workers);
+  da.str("text_field", m.data.text_field);
+  da.str("on_bad_record", m.data.on_bad_record);
+  m.data.on_bad_record = fold(m.data.on_bad_record);
+  da.num("val_fraction", m.data.val_fraction);
+  da.opt_str("cache_dir", m.data.cache_dir);
+  da.boolean("cross_document_attention", m.data.cross_document_attention);
+
+  Reader op{member(r, "optimizer")};
+  op.str("name", m.optimizer.name);
+  m.optimizer.name = fold(m.optimizer.name);
+  op.num("lr", m.optimizer.lr);
+  op.num("weight_decay", m.optimizer.weight_decay);
+  if (auto b = op.get("betas"); b && b->IsArray() && b->Size() == 2 && (*b)[0].IsNumber() && (*b)[1].IsNumber())
+    m.optimizer.betas = {(*b)[0].GetDouble(), (*b)[1].GetDouble()};
+  op.num("eps", m.optimizer.eps);
+
+  Reader sc{member(r, "scheduler")};
+  sc.str("type", m.scheduler.type);
+  m.scheduler.type = fold(m.scheduler.type);
+  sc.i64("warmup_steps", m.scheduler.warmup_steps);
+  sc.i64("stable_steps", m.scheduler.stable_steps);
+  sc.opt_i64("decay_steps", m.scheduler.decay_steps);
+  sc.num("min_lr_ratio", m.scheduler.min_lr_ratio);
+  sc.num("power", m.scheduler.power);
+
+  Reader tr{member(r, "training")};
+  TrainingConfig& t = m.training;
+  tr.i64("max_steps", t.max_steps);
+  tr.i64("gradient_accumulation", t.gradient_accumulation);
+  tr.num("clip_grad_norm", t.clip_grad_norm);
+  tr.str("precision", t.precision);
+  t.precision = fold(t.precision);
+  tr.num("loss_scale", t.loss_scale);
+  tr.boolean("gradient_checkpointing", t.gradient_checkpointing);
+  tr.boolean("sequence_parallel", t.sequence_parallel);
+  tr.i64("sp_group_size", t.sp_group_size);
+  tr.boolean("tensor_parallel", t.tensor_parallel);
+  tr.i64("tp_group_size", t.tp_group_size);
+  tr.i64("eval_every", t.eval_every);
+  tr.i64("save_every", t.save_every);
+  tr.i64("keep_last_n", t.keep_last_n);
+  tr.i64("log_every", t.log_every);
+  tr.boolean("deterministic", t.deterministic);
+  tr.i64("max_consecutive_nonfinite", t.max_consecutive_nonfinite);
+
+  Reader lg{member(r, "logging")};
+  std::string level = "INFO";
+  lg.str("console_log_level", level);
+  m.logging.console_log_level = parse_level(level);
+  lg.boolean("mlflow", m.logging.mlflow);
+  lg.boolean("wandb", m.logging.wandb);
+  lg.boolean("tensorboard", m.logging.tensorboard);
+  lg.str("output_dir", m.logging.output_dir);
+
+  Reader pr{member(r, "profiling")};
+  ProfilingConfig& p = m.profiling;
+  pr.boolean("enabled", p.enabled);
+  pr.str("schedule", p.schedule);
+  {
+    std::stringstream ss(p.schedule);
+    for (std::string part; std::getline(ss, part, ',');) {
+      part.erase(std::remove(part.begin(), part.end(), ' '), part.end());
+      size_t eq = part.find('=');
+      if (eq == std::string::npos) continue;
+      int64_t n = 0;
+      std::from_chars(part.data() + eq + 1, part.data() + part.size(), n);
+      std::string k = part.substr(0, eq);
+      if (k == "wait") p.wait = n;
+      else if (k == "warmup") p.warmup = n;
+      else if (k == "active") p.active = n;
+      else if (k == "repeat") p.repeat = n;
+    }
+  }
+  pr.str("trace_handler", p.trace_handler);
+  p.trace_handler = fold(p.trace_handler);
+  pr.boolean("profile_memory", p.profile_memory);
+  pr.boolean("profile_shapes", p.profile_shapes);
+
+  Reader ev{member(r, "evaluation")};
+  ev.str_list("plugins", m.evaluation.plugins);
+  for (auto& s : m.evaluation.plugins) s = fold(s);
+  ev.str("split", m.evaluation.split);
+  m.evaluation.split = fold(m.evaluation.split);
+  m.evaluation.batch_size = m.data.batch_size;
+  ev.i64("batch_size", m.evaluation.batch_size);
+
+  Reader ge{member(r, "generation")};
+  GenerationConfig& g = m.generation;
+  ge.str("strategy", g.strategy);
+  g.strategy = fold(g.strategy);
+  ge.i64("max_new_tokens", g.max_new_tokens);
+  ge.num("temperature", g.temperature);
+  ge.i64("top_k", g.top_k);
+  ge.num("top_p", g.top_p);
+  ge.i64("num_beams", g.num_beams);
+  ge.num("length_penalty", g.length_penalty);
+  ge.num("penalty_alpha", g.penalty_alpha);
+  if (auto v = ge.get("seed"); v && v->IsUint64()) g.seed = v->GetUint64();
+  ge.str_list("stop", g.stop);
+
+  m.callbacks.clear();
+  if (auto cbs = member(r, "callbacks"); cbs && cbs->IsArray())
+    for (auto& cb : cbs->GetArray()) {
+      CallbackConfig c;
+      if (auto t = member(cb, "type"); t && t->IsString()) c.type = fold(t->GetString());
+      c.options_json = json_text(cb);
+      m.callbacks.push_back(std::move(c));
+    }
+  Reader mc{member(r, "model_card")};
+  mc.opt_str("template", m.model_card.template_path);
+}
+
+}  // namespace
+
+void HarnessConfig::validate(const SchemaProvider* provider) {
+  std::vector<ConfigError> errors = check(provider);
+  if (!errors.empty()) throw ConfigValidationError(impl_->origin, std::move(errors));
+  resolve(*impl_, provider, impl_->resolved);
+  fill_typed(*impl_);
+  impl_->validated = true;
+}
+
+// ---- output ----------------------------------------------------------------
+
+namespace {
+
+// The resolved tree: the validated one, or (before validate) raw + built-in
+// defaults.
+const JsonValue& current(const HarnessConfig::Impl& impl, JsonDoc& scratch) {
+  if (impl.validated) return impl.resolved;
+  resolve(impl, nullptr, scratch);
+  return scratch;
+}
+
+void emit(YAML::Emitter& e, const JsonValue& v) {
+  if (v.IsNull()) {
+    e << YAML::Null;
+  } else if (v.IsBool()) {
+    e << (v.GetBool() ? "true" : "false");
+  } else if (v.IsInt64() || v.IsUint64()) {
+    e << number_text(v);
+  } else if (v.IsNumber()) {
+    // Always with a '.' and a signed exponent, so YAML 1.1 readers (PyYAML)
+    // also read a float: 3e-04 -> 3.0e-04.
+    std::string s = number_text(v);
+    size_t epos = s.find_first_of("eE");
+    std::string mant = s.substr(0, epos), exp = epos == std::string::npos ? "" : s.substr(epos);
+    if (mant.find('.') == std::string::npos) mant += ".0";
+    e << mant + exp;
+  } else if (v.IsString()) {
+    std::string s(v.GetString(), v.GetStringLength());
+    PlainScalar p = read_plain_scalar(s);
+    if (p.kind != PlainKind::String || p.yaml11_bool) e << YAML::DoubleQuoted;
+    e << s;
+  } else if (v.IsArray()) {
+    bool scalars = std::all_of(v.Begin(), v.End(), [](const JsonValue& x) { return !x.IsObject() && !x.IsArray(); });
+    if (scalars) e << YAML::Flow;
+    e << YAML::BeginSeq;
+    for (auto& x : v.GetArray()) emit(e, x);
+    e << YAML::EndSeq;
+  } else {
+    e << YAML::BeginMap;
+    for (auto& m : v.GetObject()) {
+      e << YAML::Key << std::string(m.name.GetString(), m.name.GetStringLength()) << YAML::Value;
+      emit(e, m.value);
+    }
+    e << YAML::EndMap;
+  }
+}
+
+}  // namespace
+
+std::string HarnessConfig::to_json() const {
+  JsonDoc scratch;
+  return json_text(current(*impl_, scratch));
+}
+
+std::string HarnessConfig::to_yaml() const {
+  JsonDoc scratch;
+  const JsonValue& r = current(*impl_, scratch);
+  YAML::Emitter e;
+  e << YAML::Comment("ZCode resolved config: defaults filled; `overrides` records the --set entries applied");
+  e << YAML::Newline;
+  emit(e, r);
+  return std::string(e.c_str()) + "\n";
+}
+
+std::string HarnessConfig::section_json(std::string_view section) const {
+  JsonDoc scratch;
+  const JsonValue& r = current(*impl_, scratch);
+  if (section == "data.tokenizer") {
+    JsonDoc opts;
+    const JsonValue* data = member(r, "data");
+    tokenizer_options(data ? member(*data, "tokenizer") : nullptr, opts, opts.GetAllocator());
+    return json_text(opts);
+  }
+  const JsonValue* v = member(r, section);
+  return v ? json_text(*v) : std::string("{}");
+}
+
+}  // namespace zcode

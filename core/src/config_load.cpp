@@ -1,0 +1,333 @@
+// Loading: YAML (yaml-cpp) and JSON (RapidJSON) into one RapidJSON tree.
+//
+// YAML scalars are typed by the YAML 1.2 core schema, so `3e-4`, `1e-3`,
+// `.5` are numbers (PyYAML's YAML 1.1 would read `3e-4` as a string). Only
+// true/false are booleans; the YAML 1.1 spellings yes/no/on/off/y/n are kept
+// as strings and flagged, and validation rejects them (a user who wrote
+// `console_log_level: off` or `mlflow: yes` must say what they mean).
+#include "config_impl.h"
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace zcode {
+namespace config_detail {
+
+std::string fold(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (c == '-') c = '_';
+  }
+  return out;
+}
+
+std::string join_path(const std::string& base, std::string_view key) {
+  return base.empty() ? std::string(key) : base + "." + std::string(key);
+}
+std::string join_index(const std::string& base, size_t index) {
+  return base + "[" + std::to_string(index) + "]";
+}
+
+PlainScalar read_plain_scalar(std::string_view t) {
+  PlainScalar r;
+  // YAML 1.2 core schema, tag resolution table (YAML 1.2.2, section 10.3.2).
+  static const std::regex int10("[-+]?[0-9]+");
+  static const std::regex int8("0o[0-7]+");
+  static const std::regex int16("0x[0-9a-fA-F]+");
+  static const std::regex flt("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+  static const std::regex yaml11("y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF");
+  const std::string s(t);
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") {
+    r.kind = PlainKind::Null;
+  } else if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE") {
+    r.kind = PlainKind::Bool;
+    r.b = s[0] == 't' || s[0] == 'T';
+  } else if (std::regex_match(s, int10) || std::regex_match(s, int8) || std::regex_match(s, int16)) {
+    int base = 10;
+    std::string digits = s;
+    bool neg = false;
+    if (s.starts_with("0o")) base = 8, digits = s.substr(2);
+    else if (s.starts_with("0x")) base = 16, digits = s.substr(2);
+    else if (s[0] == '+' || s[0] == '-') neg = s[0] == '-', digits = s.substr(1);
+    uint64_t u = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), u, base);
+    if (ec != std::errc() || p != digits.data() + digits.size()) {
+      // Beyond 64 bits: keep the magnitude as a float (validation will then
+      // say "expected an integer" with the value).
+      r.kind = PlainKind::Float;
+      r.d = std::strtod(s.c_str(), nullptr);
+    } else if (neg) {
+      if (u > static_cast<uint64_t>(INT64_MAX) + 1) {
+        r.kind = PlainKind::Float;
+        r.d = -static_cast<double>(u);
+      } else {
+        r.kind = PlainKind::Int;
+        r.i = u == static_cast<uint64_t>(INT64_MAX) + 1 ? INT64_MIN : -static_cast<int64_t>(u);
+      }
+    } else if (u <= static_cast<uint64_t>(INT64_MAX)) {
+      r.kind = PlainKind::Int;
+      r.i = static_cast<int64_t>(u);
+    } else {
+      r.kind = PlainKind::Uint;
+      r.u = u;
+    }
+  } else if (std::regex_match(s, flt)) {
+    double d = std::strtod(s.c_str(), nullptr);
+    if (std::isfinite(d)) {
+      r.kind = PlainKind::Float;
+      r.d = d;
+    }  // an overflow like 1e999 stays a string: validation names it
+  } else if (std::regex_match(s, yaml11)) {
+    r.yaml11_bool = true;
+  }
+  // .inf / .nan stay strings: the config has no use for them and JSON cannot
+  // carry them.
+  return r;
+}
+
+namespace {
+
+[[noreturn]] void load_error(const std::string& origin, const YAML::Mark& m, const std::string& msg) {
+  if (m.is_null()) throw ConfigLoadError(origin + ": " + msg);
+  throw ConfigLoadError(origin + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) +
+                        ": " + msg);
+}
+
+void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, const std::string& origin,
+                  const std::string& path, std::set<std::string>& yaml11) {
+  switch (n.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      out.SetNull();
+      return;
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      const std::string& tag = n.Tag();
+      // "!" = quoted or block scalar (always a string); "?" = plain.
+      if (tag == "!" || tag == "tag:yaml.org,2002:str") {
+        out.SetString(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+        return;
+      }
+      if (tag != "?" && !tag.empty() && tag != "tag:yaml.org,2002:int" &&
+          tag != "tag:yaml.org,2002:float" && tag != "tag:yaml.org,2002:bool" &&
+          tag != "tag:yaml.org,2002:null")
+        load_error(origin, n.Mark(), "unsupported YAML tag '" + tag + "'");
+      PlainScalar p = read_plain_scalar(s);
+      switch (p.kind) {
+        case PlainKind::Null: out.SetNull(); break;
+        case PlainKind::Bool: out.SetBool(p.b); break;
+        case PlainKind::Int: out.SetInt64(p.i); break;
+        case PlainKind::Uint: out.SetUint64(p.u); break;
+        case PlainKind::Float: out.SetDouble(p.d); break;
+        case PlainKind::String:
+          if (p.yaml11_bool) yaml11.insert(path);
+          out.SetString(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+          break;
+      }
+      return;
+    }
+    case YAML::NodeType::Sequence: {
+      out.SetArray();
+      size_t i = 0;
+      for (const YAML::Node& item : n) {
+        JsonValue v;
+        yaml_to_json(item, v, a, origin, join_index(path, i++), yaml11);
+        out.PushBack(v, a);
+      }
+      return;
+    }
+    case YAML::NodeType::Map: {
+      out.SetObject();
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (!it->first.IsScalar()) load_error(origin, it->first.Mark(), "mapping keys must be plain names");
+        const std::string key = it->first.Scalar();
+        if (out.HasMember(key.c_str()))
+          load_error(origin, it->first.Mark(),
+                     "duplicate key '" + join_path(path, key) + "' (a later value would silently win)");
+        JsonValue k(key.data(), static_cast<rapidjson::SizeType>(key.size()), a);
+        JsonValue v;
+        yaml_to_json(it->second, v, a, origin, join_path(path, key), yaml11);
+        out.AddMember(k, v, a);
+      }
+      return;
+    }
+  }
+}
+
+// RapidJSON accepts duplicate member names; a config with two `lr:` is a
+// mistake the user must hear about.
+void check_json_duplicates(const JsonValue& v, const std::string& origin, const std::string& path) {
+  if (v.IsObject()) {
+    std::set<std::string> seen;
+    for (auto& m : v.GetObject()) {
+      std::string key(m.name.GetString(), m.name.GetStringLength());
+      if (!seen.insert(key).second)
+        throw ConfigLoadError(origin + ": duplicate key '" + join_path(path, key) +
+                              "' (a later value would silently win)");
+      check_json_duplicates(m.value, origin, join_path(path, key));
+    }
+  } else if (v.IsArray()) {
+    for (rapidjson::SizeType i = 0; i < v.Size(); ++i) check_json_duplicates(v[i], origin, join_index(path, i));
+  }
+}
+
+}  // namespace
+
+void parse_yaml(std::string_view text, const std::string& origin, JsonDoc& out,
+                std::set<std::string>& yaml11_bools, const std::string& path_prefix) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::ParserException& e) {
+    load_error(origin, e.mark, e.msg);
+  } catch (const YAML::Exception& e) {
+    load_error(origin, e.mark, e.msg);
+  }
+  try {
+    yaml_to_json(root, out, out.GetAllocator(), origin, path_prefix, yaml11_bools);
+  } catch (const YAML::Exception& e) {
+    load_error(origin, e.mark, e.msg);
+  }
+}
+
+void parse_json(std::string_view text, const std::string& origin, JsonDoc& out) {
+  out.Parse<rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());
+  if (out.HasParseError()) {
+    size_t off = out.GetErrorOffset(), line = 1, col = 1;
+    for (size_t i = 0; i < off && i < text.size(); ++i) {
+      if (text[i] == '\n') ++line, col = 1;
+      else ++col;
+    }
+    throw ConfigLoadError(origin + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " +
+                          rapidjson::GetParseError_En(out.GetParseError()));
+  }
+  check_json_duplicates(out, origin, "");
+}
+
+std::string number_text(const JsonValue& v) {
+  if (v.IsInt64()) return std::to_string(v.GetInt64());
+  if (v.IsUint64()) return std::to_string(v.GetUint64());
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v.GetDouble());
+  return ec == std::errc() ? std::string(buf, p) : std::string("?");
+}
+
+std::string json_text(const JsonValue& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return sb.GetString();
+}
+
+std::string describe(const JsonValue& v) {
+  auto clip = [](std::string s) { return s.size() > 60 ? s.substr(0, 57) + "..." : s; };
+  if (v.IsNull()) return "null";
+  if (v.IsBool()) return v.GetBool() ? "boolean true" : "boolean false";
+  if (v.IsNumber()) return "number " + number_text(v);
+  if (v.IsString()) return "string '" + clip(std::string(v.GetString(), v.GetStringLength())) + "'";
+  if (v.IsArray()) return "a list " + clip(json_text(v));
+  return "a mapping " + clip(json_text(v));
+}
+
+}  // namespace config_detail
+
+using namespace config_detail;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigLoadError(path + ": file not found or not readable");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw ConfigLoadError(path + ": read error");
+  return ss.str();
+}
+
+bool looks_like_json(std::string_view text) {
+  size_t i = 0;
+  if (text.starts_with("\xEF\xBB\xBF")) i = 3;  // UTF-8 BOM
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  return i < text.size() && text[i] == '{';
+}
+
+bool ends_with_ci(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && fold(s.substr(s.size() - suffix.size())) == suffix;
+}
+
+// The `overrides:` field of a saved config is a record, not a setting: lift
+// it out of the tree (validation checks it only when it is malformed).
+void lift_overrides(HarnessConfig::Impl& impl) {
+  auto it = impl.raw.FindMember("overrides");
+  if (it == impl.raw.MemberEnd() || !it->value.IsArray()) return;
+  std::vector<std::string> list;
+  for (auto& v : it->value.GetArray()) {
+    if (!v.IsString()) return;
+    list.emplace_back(v.GetString(), v.GetStringLength());
+  }
+  impl.overrides = std::move(list);
+  impl.raw.RemoveMember(it);
+}
+
+void finish(HarnessConfig::Impl& impl) {
+  if (impl.raw.IsNull()) impl.raw.SetObject();  // an empty file is an empty config
+  if (!impl.raw.IsObject())
+    throw ConfigLoadError(impl.origin + ": expected a mapping of config sections at the top level, found " +
+                          describe(impl.raw));
+  lift_overrides(impl);
+}
+
+}  // namespace
+
+HarnessConfig HarnessConfig::from_string(std::string_view text, std::string origin_name) {
+  HarnessConfig cfg;
+  Impl& impl = *cfg.impl_;
+  impl.origin = std::move(origin_name);
+  if (looks_like_json(text)) {
+    size_t bom = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
+    parse_json(text.substr(bom), impl.origin, impl.raw);
+  } else {
+    parse_yaml(text, impl.origin, impl.raw, impl.yaml11_bools);
+  }
+  finish(*cfg.impl_);
+  return cfg;
+}
+
+HarnessConfig HarnessConfig::from_yaml(const std::string& path) {
+  const std::string text = read_file(path);
+  HarnessConfig cfg;
+  cfg.impl_->origin = path;
+  parse_yaml(text, path, cfg.impl_->raw, cfg.impl_->yaml11_bools);
+  finish(*cfg.impl_);
+  return cfg;
+}
+
+HarnessConfig HarnessConfig::from_json(const std::string& path) {
+  const std::string text = read_file(path);
+  HarnessConfig cfg;
+  cfg.impl_->origin = path;
+  std::string_view body(text);
+  if (body.starts_with("\xEF\xBB\xBF")) body.remove_prefix(3);
+  parse_json(body, path, cfg.impl_->raw);
+  finish(*cfg.impl_);
+  return cfg;
+}
+
+HarnessConfig HarnessConfig::from_file(const std::string& path) {
+  if (ends_with_ci(path, ".yaml") || ends_with_ci(path, ".yml")) return from_yaml(path);
+  if (ends_with_ci(path, ".json")) return from_json(path);
+  const std::string text = read_file(path);
+  return looks_like_json(text) ? from_json(path) : from_yaml(path);
+}
+
+}  // namespace zcode

@@ -1,0 +1,72 @@
+// "Did you mean" hints: optimal-string-alignment distance (Damerau 1964,
+// restricted to non-overlapping adjacent transpositions) over folded text.
+#include <zcode/core/suggest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+
+namespace zcode {
+namespace {
+
+// Case-folded, '-' == '_': "Zerosum-SGD" and "zerosum_sgd" are one name.
+std::string fold(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (c == '-') c = '_';
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t edit_distance(std::string_view a_in, std::string_view b_in) {
+  const std::string a = fold(a_in), b = fold(b_in);
+  const size_t n = a.size(), m = b.size();
+  // d[i][j] = distance between a[0..i) and b[0..j); three rows suffice for
+  // the transposition term, but names are short, so keep the full table.
+  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1, 0));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[n][m];
+}
+
+std::optional<std::string> did_you_mean(std::string_view input,
+                                        const std::vector<std::string>& candidates) {
+  const std::string in = fold(input);
+  if (in.empty()) return std::nullopt;
+  const size_t limit = in.size() <= 3 ? 1 : 2;
+  std::optional<std::string> best;
+  size_t best_score = std::numeric_limits<size_t>::max();
+  for (const std::string& c : candidates) {
+    const std::string fc = fold(c);
+    if (fc == in) return std::nullopt;  // not a misspelling (the caller's match was stricter)
+    size_t dist = edit_distance(in, fc);
+    // A prefix relation ("lear" / "learning_rate") counts as distance limit:
+    // it ranks after true near-misses but still qualifies.
+    const bool prefix = in.size() >= 3 && (fc.starts_with(in) || in.starts_with(fc));
+    if (dist > limit && !prefix) continue;
+    const size_t score = dist <= limit ? dist : limit + 1;
+    if (score < best_score) {
+      best_score = score;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string did_you_mean_hint(std::string_view input, const std::vector<std::string>& candidates) {
+  auto s = did_you_mean(input, candidates);
+  return s ? " (did you mean '" + *s + "'?)" : std::string();
+}
+
+}  // namespace zcode
