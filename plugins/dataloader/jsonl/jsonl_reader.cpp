@@ -273,8 +273,8 @@ void DocReader::open_current() {
 bool DocReader::next(std::string& text) {
   size_t column = 0;
   std::string reason;
-  for (uint64_t polled = 0;; ++polled) {
-    if ((polled & 4095) == 4095 && host_.stop_requested()) throw Error(ZC_ERR_CANCELLED, "data: stop requested");
+  for (;;) {
+    if ((++polled_ & 1023) == 0 && host_.stop_requested()) throw Error(ZC_ERR_CANCELLED, "data: stop requested");
     if (!lines_) {
       if (pos_.shard >= shards_.size()) return false;
       open_current();

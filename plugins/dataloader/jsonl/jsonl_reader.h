@@ -10,6 +10,7 @@
 
 #include <zcode/sdk/host.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -62,9 +63,10 @@ class RecordParser {
 };
 
 /// Per-shard counts for provenance.
+/// Atomic, because a streaming worker counts while the host reads stats.
 struct ShardCounts {
-  uint64_t records = 0;  // documents delivered for this split
-  uint64_t skipped = 0;  // bad records skipped (on_bad_record: skip)
+  std::atomic<uint64_t> records{0};  // documents delivered for this split
+  std::atomic<uint64_t> skipped{0};  // bad records skipped (on_bad_record: skip)
 };
 
 /// Where a DocReader stands: enough to reopen and continue exactly.
@@ -116,6 +118,7 @@ class DocReader {
   RecordParser parser_;
   std::unique_ptr<LineReader> lines_;
   ReaderPos pos_;
+  uint64_t polled_ = 0;  // lines seen, to poll the host's stop flag now and then
 };
 
 }  // namespace zcode::data

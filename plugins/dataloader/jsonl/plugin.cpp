@@ -94,7 +94,7 @@ class JsonlLoader : public sdk::DataLoader {
     uint64_t total = 0;
     for (const auto& s : shards_) total += s.size;
     streaming_ = streaming_opt_ == "true" || (streaming_opt_ == "auto" && total > streaming_threshold_);
-    counts_.assign(shards_.size(), ShardCounts{});
+    counts_ = std::vector<ShardCounts>(shards_.size());
 
     spec_.batch = batch_size_;
     spec_.seq = seq_;
@@ -162,7 +162,10 @@ class JsonlLoader : public sdk::DataLoader {
     }
   }
 
-  const std::string& provenance_json() const override { return provenance_; }
+  const std::string& provenance_json() const override {
+    if (streaming_) provenance_ = build_provenance(false);  // counts grow while epoch 0 streams
+    return provenance_;
+  }
 
   void save_state(const sdk::StateWriter& w) override {
     const Cursor& c = prefetch_->cursor();
@@ -389,8 +392,8 @@ class JsonlLoader : public sdk::DataLoader {
       if (with_sha) e.AddMember("sha256", rapidjson::Value(shard_sha_[i].c_str(), a), a);
       else e.AddMember("sha256", rapidjson::Value(), a);  // streaming: not hashed up front
       e.AddMember("bytes", shards_[i].size, a);
-      e.AddMember("records", counts_[i].records, a);
-      e.AddMember("skipped", counts_[i].skipped, a);
+      e.AddMember("records", counts_[i].records.load(), a);
+      e.AddMember("skipped", counts_[i].skipped.load(), a);
       e.AddMember("license", "unknown", a);
       d.PushBack(e, a);
     }
@@ -546,7 +549,7 @@ class JsonlLoader : public sdk::DataLoader {
   std::unique_ptr<TokenCache> cache_;
   std::unique_ptr<BatchSource> source_;
   std::unique_ptr<Prefetcher> prefetch_;
-  std::string provenance_;
+  mutable std::string provenance_;
   int64_t shape_[2] = {0, 0};
   uint64_t batches_ = 0;
 };
