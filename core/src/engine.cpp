@@ -234,14 +234,6 @@ struct SignalScope {
   }
 };
 
-std::string format_eta(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  auto s = static_cast<long long>(seconds + 0.5);
-  char b[32];
-  std::snprintf(b, sizeof b, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
-  return b;
-}
-
 // A fatal problem of a run: message and exit code.
 struct RunFailure : std::runtime_error {
   int code;

@@ -1,0 +1,133 @@
+// The bundled callbacks (kind callback), one class per file. Each reads its
+// own entry of the config's `callbacks:` list (options) and shared fields
+// from config_json. Events: zc_event kinds SETUP, STEP_END, EVAL_END,
+// CHECKPOINT, TEARDOWN; unknown kinds are ignored.
+#pragma once
+
+#include <zcode/sdk/plugin.h>
+
+#include <rapidjson/document.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace zcode::callbacks {
+
+using namespace zcode::sdk;
+
+/// Parses an event's metrics_json (an object; {} when empty or invalid).
+rapidjson::Document parse_metrics(const char* json);
+/// Number or `fallback`.
+double num(const rapidjson::Value& obj, const char* key, double fallback);
+/// Checks that `every`-like options are >= 1: throws naming `path`.
+int64_t positive_option(const Options& o, const char* key, int64_t fallback, const std::string& path);
+
+/// `console`: one line per `every` steps (default training.log_every):
+/// `[INFO] Step 10/500 | loss: 3.2100 | lr: 0.0005 | grad_norm: 0.92 | tokens/s: 1234 | data_wait: 3% |
+///  moe_load: 0.10-0.15 | dropped: 0.0% | ETA 0:01:23`; on a TTY a live
+/// progress bar on stderr between those lines; one line per evaluation.
+class Console : public Callback {
+ public:
+  explicit Console(const CreateContext& ctx);
+  uint32_t on_event(const zc_event& e) override;
+
+ private:
+  Host host_;
+  int64_t every_;
+  bool bar_;
+  bool bar_shown_ = false;
+};
+
+/// `metrics_json`: writes `<run>/metrics.json` atomically after each
+/// evaluation, checkpoint and at teardown: {"final": {"train": {...},
+/// "val": {...}}, "best": {"val_loss", "step"}, "history": {"train": [...],
+/// "val": [...]}}. Train history keeps every `every` steps (default
+/// training.log_every). Its history is part of the checkpoint, so a resumed
+/// run continues the same file.
+class MetricsJson : public Callback {
+ public:
+  explicit MetricsJson(const CreateContext& ctx);
+  uint32_t on_event(const zc_event& e) override;
+  void save_state(const StateWriter& w) override;
+  void load_state(const StateReader& r) override;
+
+ private:
+  void write() const;
+  std::string path_;
+  int64_t every_;
+  std::string train_hist_, val_hist_;  // JSON array bodies (comma-separated objects)
+  std::string last_train_ = "{}", last_val_ = "{}";
+  double best_ = 0;
+  uint64_t best_step_ = 0;
+  bool has_best_ = false;
+};
+
+/// `checkpoint`: decides the cadence; the engine writes (atomic folder,
+/// `latest`, keep_last_n). Returns ZC_CALLBACK_REQUEST_CHECKPOINT every
+/// `every` steps (default training.save_every).
+class Checkpoint : public Callback {
+ public:
+  explicit Checkpoint(const CreateContext& ctx);
+  uint32_t on_event(const zc_event& e) override;
+
+ private:
+  int64_t every_;
+};
+
+/// `early_stopping`: after each evaluation, when `metric` (default "loss",
+/// lower is better) has not improved by more than `min_delta` for `patience`
+/// evaluations in a row, returns ZC_CALLBACK_REQUEST_STOP.
+class EarlyStopping : public Callback {
+ public:
+  explicit EarlyStopping(const CreateContext& ctx);
+  uint32_t on_event(const zc_event& e) override;
+  void save_state(const StateWriter& w) override;
+  void load_state(const StateReader& r) override;
+
+ private:
+  Host host_;
+  std::string metric_;
+  int64_t patience_;
+  double min_delta_;
+  double best_ = 0;
+  bool has_best_ = false;
+  int64_t bad_ = 0;
+};
+
+/// `debugger`: every `every` steps appends one JSON line to `path` (default
+/// `<run>/logs/debug.jsonl`): per parameter group (name up to the block part,
+/// e.g. "layers.0.attn", "layers.1.moe", "embed") the L2 norms of gradients
+/// and values, and log10-magnitude histograms of all gradients and all
+/// values. Activation histograms are NOT available: the model ABI exposes no
+/// activations (stated here rather than faked).
+class Debugger : public Callback {
+ public:
+  explicit Debugger(const CreateContext& ctx);
+  uint32_t on_event(const zc_event& e) override;
+
+ private:
+  Host host_;
+  int64_t every_;
+  int64_t bins_;
+  std::string path_;
+};
+
+/// `model_card`: renders `<run>/model_card.md` at teardown from a Mustache
+/// template (built in, or the config's model_card.template).
+class ModelCard : public Callback {
+ public:
+  explicit ModelCard(const CreateContext& ctx);
+  uint32_t on_event(const zc_event& e) override;
+  /// The built-in template.
+  static const char* default_template();
+
+ private:
+  Host host_;
+  std::string run_dir_;
+  std::string template_text_;
+  std::string template_origin_;
+  double watts_per_core_, pue_, kg_co2_per_kwh_;
+};
+
+}  // namespace zcode::callbacks

@@ -1,0 +1,91 @@
+// `console` callback (see callbacks.h).
+#include "callbacks.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace zcode::callbacks {
+
+Console::Console(const CreateContext& ctx) : host_(ctx.host()) {
+  const int64_t log_every = ctx.config().object("training").get<int64_t>("log_every", 10);
+  every_ = positive_option(ctx.options(), "every", log_every < 1 ? 1 : log_every, "callbacks.console.every");
+  const std::string bar = ctx.options().get<std::string>("progress_bar", "auto");
+  if (bar != "auto" && bar != "on" && bar != "off")
+    invalid_argument("callbacks.console.progress_bar: expected auto, on or off, found \"" + bar + "\"");
+  bar_ = bar == "on" || (bar == "auto" && ::isatty(STDERR_FILENO));
+}
+
+namespace {
+std::string eta(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  long long v = static_cast<long long>(s + 0.5);
+  char b[32];
+  std::snprintf(b, sizeof b, "%lld:%02lld:%02lld", v / 3600, (v / 60) % 60, v % 60);
+  return b;
+}
+}  // namespace
+
+uint32_t Console::on_event(const zc_event& e) {
+  if (e.kind == ZC_EVENT_STEP_END) {
+    auto m = parse_metrics(e.metrics_json);
+    const bool line = e.step % static_cast<uint64_t>(every_) == 0 || e.step == 1 || e.step == e.max_steps;
+    if (bar_ && bar_shown_ && line) {
+      std::fputs("\r\033[K", stderr);
+      bar_shown_ = false;
+    }
+    if (line) {
+      char b[512];
+      int n = std::snprintf(b, sizeof b, "Step %llu/%llu | loss: %.4f | lr: %.4g | grad_norm: %.3g | tokens/s: %.0f | data_wait: %.0f%%",
+                            static_cast<unsigned long long>(e.step), static_cast<unsigned long long>(e.max_steps),
+                            num(m, "loss", NAN), num(m, "lr", NAN), num(m, "grad_norm", NAN), num(m, "tokens_per_s", 0),
+                            100.0 * num(m, "data_wait_fraction", 0));
+      std::string s(b, static_cast<size_t>(n));
+      double lo = INFINITY, hi = -INFINITY;
+      for (auto it = m.MemberBegin(); it != m.MemberEnd(); ++it)
+        if (std::string_view(it->name.GetString()).starts_with("moe_load_") && it->value.IsNumber()) {
+          lo = std::min(lo, it->value.GetDouble());
+          hi = std::max(hi, it->value.GetDouble());
+        }
+      if (std::isfinite(lo)) {
+        std::snprintf(b, sizeof b, " | moe_load: %.3f-%.3f", lo, hi);
+        s += b;
+      }
+      if (m.HasMember("moe_dropped_fraction")) {
+        std::snprintf(b, sizeof b, " | dropped: %.1f%%", 100.0 * num(m, "moe_dropped_fraction", 0));
+        s += b;
+      }
+      if (num(m, "skipped", 0) > 0) s += " | SKIPPED (non-finite)";
+      s += " | ETA " + eta(num(m, "eta_s", NAN));
+      host_.log(ZC_LOG_INFO, "", s);
+    } else if (bar_) {
+      const int width = 30;
+      const double frac = e.max_steps ? static_cast<double>(e.step) / static_cast<double>(e.max_steps) : 0;
+      const int fill = static_cast<int>(frac * width);
+      std::string bar(static_cast<size_t>(fill), '=');
+      bar.resize(width, ' ');
+      std::fprintf(stderr, "\r[%s] %llu/%llu loss %.4f ETA %s\033[K", bar.c_str(), static_cast<unsigned long long>(e.step),
+                   static_cast<unsigned long long>(e.max_steps), num(m, "loss", NAN), eta(num(m, "eta_s", NAN)).c_str());
+      std::fflush(stderr);
+      bar_shown_ = true;
+    }
+  } else if (e.kind == ZC_EVENT_EVAL_END) {
+    if (bar_ && bar_shown_) {
+      std::fputs("\r\033[K", stderr);
+      bar_shown_ = false;
+    }
+    auto m = parse_metrics(e.metrics_json);
+    char b[512];
+    std::snprintf(b, sizeof b, "Eval at step %llu | val loss: %.4f | perplexity: %.4g | bits/byte: %.4f | accuracy: %.4f",
+                  static_cast<unsigned long long>(e.step), num(m, "loss", NAN), num(m, "perplexity", NAN),
+                  num(m, "bits_per_byte", NAN), num(m, "accuracy", NAN));
+    host_.log(ZC_LOG_INFO, "", b);
+  } else if (e.kind == ZC_EVENT_TEARDOWN && bar_ && bar_shown_) {
+    std::fputs("\r\033[K", stderr);
+    bar_shown_ = false;
+  }
+  return 0;
+}
+
+}  // namespace zcode::callbacks

@@ -1,0 +1,119 @@
+// `debugger` callback (see callbacks.h).
+#include "callbacks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace zcode::callbacks {
+
+Debugger::Debugger(const CreateContext& ctx) : host_(ctx.host()) {
+  every_ = positive_option(ctx.options(), "every", 100, "callbacks.debugger.every");
+  bins_ = ctx.options().get<int64_t>("bins", 20);
+  if (bins_ < 2 || bins_ > 200) invalid_argument("callbacks.debugger.bins: expected 2..200, found " + std::to_string(bins_));
+  const std::string rel = ctx.options().get<std::string>("path", "logs/debug.jsonl");
+  path_ = rel.starts_with("/") || ctx.run_dir().empty() ? rel : ctx.run_dir() + "/" + rel;
+}
+
+namespace {
+
+// "layers.3.moe.experts.1.w1" -> "layers.3.moe"; "embed.weight" -> "embed".
+std::string group_of(const std::string& name) {
+  size_t a = name.find('.');
+  if (a == std::string::npos) return name;
+  if (name.compare(0, a, "layers") == 0) {
+    size_t b = name.find('.', a + 1);
+    if (b == std::string::npos) return name;
+    size_t c = name.find('.', b + 1);
+    return c == std::string::npos ? name : name.substr(0, c);
+  }
+  return name.substr(0, a);
+}
+
+// Histogram of log10|x| over [-12, 2) in `bins` equal bins; exact zeros and
+// non-finite values are counted apart.
+struct Hist {
+  std::vector<uint64_t> counts;
+  uint64_t zeros = 0, nonfinite = 0;
+  explicit Hist(int64_t bins) : counts(static_cast<size_t>(bins), 0) {}
+  void add(float x) {
+    if (!std::isfinite(x)) {
+      ++nonfinite;
+      return;
+    }
+    if (x == 0) {
+      ++zeros;
+      return;
+    }
+    const double l = std::log10(std::fabs(static_cast<double>(x)));
+    const double pos = (l + 12.0) / 14.0 * static_cast<double>(counts.size());
+    const int64_t i = std::clamp<int64_t>(static_cast<int64_t>(std::floor(pos)), 0, static_cast<int64_t>(counts.size()) - 1);
+    ++counts[static_cast<size_t>(i)];
+  }
+  std::string json() const {
+    std::string s = "{\"log10_range\":[-12,2],\"counts\":[";
+    for (size_t i = 0; i < counts.size(); ++i) {
+      if (i) s += ",";
+      s += std::to_string(counts[i]);
+    }
+    return s + "],\"zeros\":" + std::to_string(zeros) + ",\"nonfinite\":" + std::to_string(nonfinite) + "}";
+  }
+};
+
+}  // namespace
+
+uint32_t Debugger::on_event(const zc_event& e) {
+  if (e.kind != ZC_EVENT_STEP_END || e.step % static_cast<uint64_t>(every_) != 0) return 0;
+  ModelRef model(host_.raw(), e.model);
+  if (!model) return 0;
+  const zc_param_list pl = model.params();
+  std::map<std::string, std::pair<double, double>> groups;  // grad², value²
+  Hist hg(bins_), hv(bins_);
+  for (size_t i = 0; i < pl.count; ++i) {
+    const zc_param& p = pl.params[i];
+    if (!p.value || p.value->device.device_type != kDLCPU || !same_dtype(p.value->dtype, kF32)) continue;
+    auto& g = groups[group_of(p.name)];
+    const int64_t n = numel(*p.value);
+    const float* v = data_ptr<float>(*p.value);
+    const float* gr = p.grad ? data_ptr<float>(*p.grad) : nullptr;
+    for (int64_t k = 0; k < n; ++k) {
+      g.second += static_cast<double>(v[k]) * v[k];
+      hv.add(v[k]);
+      if (gr) {
+        g.first += static_cast<double>(gr[k]) * gr[k];
+        hg.add(gr[k]);
+      }
+    }
+  }
+  std::string line = "{\"step\":" + std::to_string(e.step) + ",\"grad_norm\":{";
+  bool first = true;
+  char b[64];
+  for (const auto& [name, v] : groups) {
+    std::snprintf(b, sizeof b, "%.9g", std::sqrt(v.first));
+    line += first ? "\"" : ",\"";
+    line += name;
+    line += "\":";
+    line += b;
+    first = false;
+  }
+  line += "},\"param_norm\":{";
+  first = true;
+  for (const auto& [name, v] : groups) {
+    std::snprintf(b, sizeof b, "%.9g", std::sqrt(v.second));
+    line += first ? "\"" : ",\"";
+    line += name;
+    line += "\":";
+    line += b;
+    first = false;
+  }
+  line += "},\"grad_hist\":" + hg.json() + ",\"param_hist\":" + hv.json() +
+          ",\"activations\":\"not available: the model ABI exposes no activations\"}\n";
+  std::FILE* f = std::fopen(path_.c_str(), "a");
+  if (!f) throw Error(ZC_ERR_IO, "debugger: cannot open " + path_);
+  std::fputs(line.c_str(), f);
+  std::fclose(f);
+  return 0;
+}
+
+}  // namespace zcode::callbacks

@@ -1,0 +1,65 @@
+// `checkpoint` and `early_stopping` callbacks (see callbacks.h).
+#include "callbacks.h"
+
+#include <cmath>
+
+namespace zcode::callbacks {
+
+Checkpoint::Checkpoint(const CreateContext& ctx) {
+  const int64_t save_every = ctx.config().object("training").get<int64_t>("save_every", 1000);
+  every_ = positive_option(ctx.options(), "every", save_every < 1 ? 1 : save_every, "callbacks.checkpoint.every");
+}
+
+uint32_t Checkpoint::on_event(const zc_event& e) {
+  if (e.kind == ZC_EVENT_STEP_END && e.step > 0 && e.step % static_cast<uint64_t>(every_) == 0)
+    return ZC_CALLBACK_REQUEST_CHECKPOINT;
+  return 0;
+}
+
+EarlyStopping::EarlyStopping(const CreateContext& ctx) : host_(ctx.host()) {
+  metric_ = ctx.options().get<std::string>("metric", "loss");
+  patience_ = positive_option(ctx.options(), "patience", 3, "callbacks.early_stopping.patience");
+  min_delta_ = ctx.options().get<double>("min_delta", 0.0);
+  if (!(min_delta_ >= 0)) invalid_argument("callbacks.early_stopping.min_delta: expected a number >= 0");
+}
+
+uint32_t EarlyStopping::on_event(const zc_event& e) {
+  if (e.kind != ZC_EVENT_EVAL_END) return 0;
+  auto m = parse_metrics(e.metrics_json);
+  const double v = num(m, metric_.c_str(), NAN);
+  if (!std::isfinite(v)) {
+    host_.warn("early_stopping", "metric '" + metric_ + "' not in the evaluation results; ignored");
+    return 0;
+  }
+  if (!has_best_ || v < best_ - min_delta_) {
+    best_ = v;
+    has_best_ = true;
+    bad_ = 0;
+    return 0;
+  }
+  if (++bad_ < patience_) return 0;
+  char b[160];
+  std::snprintf(b, sizeof b, "val %s has not improved on %.6g for %lld evaluations: stopping", metric_.c_str(), best_,
+                static_cast<long long>(bad_));
+  host_.info("early_stopping", b);
+  return ZC_CALLBACK_REQUEST_STOP;
+}
+
+void EarlyStopping::save_state(const StateWriter& w) {
+  char b[128];
+  std::snprintf(b, sizeof b, "{\"has_best\":%s,\"best\":%.17g,\"bad\":%lld}", has_best_ ? "true" : "false",
+                has_best_ ? best_ : 0.0, static_cast<long long>(bad_));
+  w.put_json(b);
+}
+
+void EarlyStopping::load_state(const StateReader& r) {
+  if (r.json().empty()) return;
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseFullPrecisionFlag>(r.json().data(), r.json().size());
+  if (d.HasParseError() || !d.IsObject()) throw Error(ZC_ERR_DATA, "early_stopping: state is not a JSON object");
+  has_best_ = d.HasMember("has_best") && d["has_best"].IsBool() && d["has_best"].GetBool();
+  best_ = num(d, "best", 0);
+  bad_ = static_cast<int64_t>(num(d, "bad", 0));
+}
+
+}  // namespace zcode::callbacks
