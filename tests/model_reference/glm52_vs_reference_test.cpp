@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -456,6 +457,8 @@ TEST_P(Glm52VsReference, LossMetricsAndGradientsMatch) {
 
   // Every gradient: max-norm relative error 1e-4 per tensor.
   std::vector<std::vector<float>> first(params.count);
+  double worst = 0;
+  std::string worst_name;
   for (size_t i = 0; i < params.count; ++i) {
     const zc_param& p = params.params[i];
     const std::vector<double> g = as_doubles(R.at(p.name));
@@ -469,8 +472,12 @@ TEST_P(Glm52VsReference, LossMetricsAndGradientsMatch) {
     } else {
       EXPECT_LE(err, 1e-12) << p.name << ": the reference gradient is 0, C++ has max|g| " << err;
     }
+    if (err > worst) worst = err, worst_name = p.name;
     first[i].assign(f32(*p.grad), f32(*p.grad) + numel(*p.grad));
   }
+  std::printf("[ figures  ] %s: loss %.9g (reference %.9g, rel err %.2e); worst grad max-norm rel err %.2e (%s)\n",
+              c.name, got["loss"], ref["loss"], std::fabs(got["loss"] - ref["loss"]) / std::fabs(ref["loss"]), worst,
+              worst_name.c_str());
 
   // Gradients accumulate: a second call without zero_grad doubles them.
   ASSERT_EQ(FakeHost::take_message(T.forward_backward(inst, &batch, &fb, &sink)), "");
