@@ -11,6 +11,8 @@ void set_num_threads(int n) {
   openblas_set_num_threads(n);
 }
 
+void set_blas_num_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
+
 std::string blas_threading() {
   switch (openblas_get_parallel()) {
     case 0: return "sequential";

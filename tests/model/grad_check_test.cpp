@@ -1,0 +1,311 @@
+// Finite-difference gradient checks in double precision: every block alone
+// (kernels and attention), then the whole model per parameter tensor in
+// configurations that switch each block option on.
+//
+// Central differences with eps = 1e-6 in double: truncation error ~eps²·f''' ≈ 1e-12
+// and rounding ~1e-16·|L|/eps ≈ 1e-10, so agreement to 1e-6 relative is a real check
+// (a wrong term in a backward formula gives errors of order 1).
+#include "attention.h"
+#include "test_util.h"
+
+#include <zcode/kernels/cross_entropy.h>
+#include <zcode/kernels/glu.h>
+#include <zcode/kernels/norm.h>
+#include <zcode/kernels/rope.h>
+#include <zcode/kernels/threads.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+namespace {
+
+using Vec = std::vector<double>;
+constexpr double kEps = 1e-6;
+
+Vec randn(size_t n, uint64_t seed, double sd = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0.0, sd);
+  Vec v(n);
+  for (double& x : v) x = nd(rng);
+  return v;
+}
+
+/// Checks analytic[i] against the central difference of loss() in x[i] for every i.
+void expect_grad(Vec& x, const Vec& analytic, const std::function<double()>& loss, const char* what) {
+  ASSERT_EQ(x.size(), analytic.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + kEps;
+    const double lp = loss();
+    x[i] = x0 - kEps;
+    const double lm = loss();
+    x[i] = x0;
+    const double num = (lp - lm) / (2 * kEps);
+    EXPECT_NEAR(analytic[i], num, 1e-6 * std::max(1.0, std::fabs(num))) << what << "[" << i << "]";
+  }
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+TEST(GradCheck, ScaleNorm) {
+  const int rows = 3, d = 7;
+  Vec x = randn(rows * d, 1), w = randn(rows * d, 2), gain{1.7};
+  auto loss = [&] {
+    Vec y(rows * d), r(rows);
+    zcode::kernels::scalenorm_fwd(x.data(), y.data(), r.data(), rows, d, gain[0], 1e-6);
+    return dot(y, w);
+  };
+  Vec y(rows * d), r(rows), dx(rows * d), dg(rows);
+  zcode::kernels::scalenorm_fwd(x.data(), y.data(), r.data(), rows, d, gain[0], 1e-6);
+  zcode::kernels::scalenorm_bwd(x.data(), r.data(), w.data(), dx.data(), dg.data(), rows, d, gain[0], false);
+  double g = 0;
+  for (double v : dg) g += v;
+  expect_grad(x, dx, loss, "scalenorm dx");
+  expect_grad(gain, Vec{g}, loss, "scalenorm dg");
+  // Independent value: row 0 by the formula g·x/||x||.
+  double ss = 0;
+  for (int i = 0; i < d; ++i) ss += x[i] * x[i];
+  EXPECT_NEAR(y[3], gain[0] * x[3] / std::sqrt(ss + 1e-6), 1e-12);
+}
+
+TEST(GradCheck, RMSNorm) {
+  const int rows = 3, d = 6;
+  Vec x = randn(rows * d, 3), w = randn(rows * d, 4), gain = randn(d, 5);
+  auto loss = [&] {
+    Vec y(rows * d), r(rows);
+    zcode::kernels::rmsnorm_fwd(x.data(), y.data(), r.data(), rows, d, gain.data(), 1e-6);
+    return dot(y, w);
+  };
+  Vec y(rows * d), r(rows), dx(rows * d), dw(d, 0.0);
+  zcode::kernels::rmsnorm_fwd(x.data(), y.data(), r.data(), rows, d, gain.data(), 1e-6);
+  zcode::kernels::rmsnorm_bwd(x.data(), r.data(), w.data(), dx.data(), dw.data(), rows, d, gain.data(), false);
+  expect_grad(x, dx, loss, "rmsnorm dx");
+  expect_grad(gain, dw, loss, "rmsnorm dw");
+}
+
+TEST(GradCheck, RopeWithFrequencyGradient) {
+  // 4 rows at positions 0..3, 3 heads of hd 6 with R = 4 rotary dims (2 pass through).
+  const int rows = 4, heads = 3, hd = 6, R = 4, ld = heads * hd;
+  Vec x = randn(rows * ld, 6), w = randn(rows * ld, 7), logf = {-0.1, -1.3};
+  std::vector<int32_t> pos = {0, 1, 2, 3};
+  auto fwd = [&](Vec& y) {
+    Vec inv = {std::exp(logf[0]), std::exp(logf[1])};
+    y = x;
+    zcode::kernels::rope_fwd(y.data(), rows, ld, heads, hd, R, inv.data(), pos.data());
+  };
+  auto loss = [&] {
+    Vec y;
+    fwd(y);
+    return dot(y, w);
+  };
+  Vec y;
+  fwd(y);
+  // Independent value: head 1 of row 2, pair 1 by the formula.
+  const double th = 2 * std::exp(logf[1]);
+  const double xa = x[2 * ld + hd + 1], xb = x[2 * ld + hd + 3];
+  EXPECT_NEAR(y[2 * ld + hd + 1], xa * std::cos(th) - xb * std::sin(th), 1e-12);
+  EXPECT_NEAR(y[2 * ld + hd + 3], xb * std::cos(th) + xa * std::sin(th), 1e-12);
+  EXPECT_EQ(y[2 * ld + hd + 4], x[2 * ld + hd + 4]);  // pass-through dim
+  Vec dx = w, dth(rows * R / 2);
+  Vec inv = {std::exp(logf[0]), std::exp(logf[1])};
+  zcode::kernels::rope_bwd(dx.data(), y.data(), rows, ld, heads, hd, R, inv.data(), pos.data(), dth.data());
+  Vec dlog(2, 0.0);
+  for (int i = 0; i < 2; ++i)
+    for (int n = 0; n < rows; ++n) dlog[i] += inv[i] * pos[n] * dth[n * 2 + i];
+  expect_grad(x, dx, loss, "rope dx");
+  expect_grad(logf, dlog, loss, "rope d log_inv_freq");
+}
+
+TEST(GradCheck, SiluGlu) {
+  const int rows = 3, F = 5;
+  Vec a = randn(rows * 2 * F, 8, 2.0), w = randn(rows * F, 9);
+  auto loss = [&] {
+    Vec g(rows * F);
+    zcode::kernels::silu_glu_fwd(a.data(), g.data(), rows, F);
+    return dot(g, w);
+  };
+  Vec g(rows * F), da(rows * 2 * F);
+  zcode::kernels::silu_glu_fwd(a.data(), g.data(), rows, F);
+  EXPECT_NEAR(g[F + 2], a[2 * F + 2] / (1 + std::exp(-a[2 * F + 2])) * a[3 * F + 2], 1e-12);
+  zcode::kernels::silu_glu_bwd(a.data(), w.data(), da.data(), rows, F);
+  expect_grad(a, da, loss, "glu da");
+}
+
+TEST(GradCheck, SoftmaxCrossEntropy) {
+  const int rows = 4, V = 9;
+  Vec x = randn(rows * V, 10, 3.0);
+  std::vector<int32_t> labels = {3, -1, 8, 0};
+  const double scale = 0.37;
+  auto loss = [&] {
+    Vec l = x;
+    std::vector<double> nll(rows);
+    std::vector<int32_t> lb = labels;
+    zcode::kernels::softmax_xent(l.data(), rows, V, V, lb.data(), nll.data(), scale, false);
+    double s = 0;
+    for (double v : nll) s += v;
+    return scale * s;
+  };
+  Vec g = x;
+  std::vector<double> nll(rows);
+  std::vector<int32_t> lb = labels;
+  zcode::kernels::softmax_xent(g.data(), rows, V, V, lb.data(), nll.data(), scale, true);
+  // Independent value: log-sum-exp in long double.
+  long double s = 0;
+  for (int j = 0; j < V; ++j) s += std::exp(static_cast<long double>(x[2 * V + j]));
+  EXPECT_NEAR(nll[2], static_cast<double>(std::log(s) - x[2 * V + 8]), 1e-12);
+  EXPECT_EQ(nll[1], 0.0);
+  expect_grad(x, g, loss, "xent dlogits");
+}
+
+/// Attention core: GQA (4 query heads on 2 KV heads), causal, document mask,
+/// optional entropy head mask. L = Σ w ⊙ o over qkv.
+void attention_case(bool docs, bool head_mask) {
+  const int B = 2, T = 5, H = 4, Hkv = 2, hd = 3, ld = (H + 2 * Hkv) * hd;
+  Vec qkv = randn(B * T * ld, 11, 1.5), w = randn(B * T * H * hd, 12);
+  std::vector<int32_t> doc = {0, 0, 1, 1, 1, 0, 0, 0, 2, 2};
+  const double thr = 0.9;
+  std::vector<uint8_t> mask(B * T * H);
+  auto run = [&](Vec& o) {
+    Vec P(B * H * T * T);
+    o.assign(B * T * H * hd, 0.0);
+    return glm52::attention_fwd(qkv.data(), P.data(), o.data(), mask.data(), B, T, H, Hkv, hd,
+                                docs ? doc.data() : nullptr, head_mask, thr);
+  };
+  auto loss = [&] {
+    Vec o;
+    run(o);
+    return dot(o, w);
+  };
+  Vec o, P(B * H * T * T), dqkv(B * T * ld), scratch(T * 64);
+  const int64_t masked = glm52::attention_fwd(qkv.data(), P.data(), (o.assign(B * T * H * hd, 0.0), o.data()),
+                                              mask.data(), B, T, H, Hkv, hd, docs ? doc.data() : nullptr, head_mask, thr);
+  if (head_mask) {
+    EXPECT_GT(masked, 0) << "threshold should mask some rows";
+    EXPECT_LT(masked, B * T * H) << "threshold should keep some rows";
+  }
+  // Independent value: batch 1, t = 2, head 3 (kv head 1) by the formula.
+  {
+    const int b = 1, t = 2, h = 3, g = 1;
+    double s[3], mx = -1e300, sum = 0;
+    for (int j = 0; j <= t; ++j) {
+      s[j] = 0;
+      for (int i = 0; i < hd; ++i) s[j] += qkv[(b * T + t) * ld + h * hd + i] * qkv[(b * T + j) * ld + (H + g) * hd + i];
+      s[j] /= std::sqrt(3.0);
+      mx = std::max(mx, s[j]);
+    }
+    for (int j = 0; j <= t; ++j) sum += std::exp(s[j] - mx);
+    for (int i = 0; i < hd; ++i) {
+      double ref = 0;
+      for (int j = 0; j <= t; ++j) ref += std::exp(s[j] - mx) / sum * qkv[(b * T + j) * ld + (H + Hkv + g) * hd + i];
+      if (!mask[(b * T + t) * H + h]) ref = 0;
+      EXPECT_NEAR(o[(b * T + t) * H * hd + h * hd + i], ref, 1e-12);
+    }
+  }
+  glm52::attention_bwd(qkv.data(), P.data(), mask.data(), w.data(), dqkv.data(), B, T, H, Hkv, hd, scratch.data());
+  expect_grad(qkv, dqkv, loss, "attention dqkv");
+}
+
+TEST(GradCheck, AttentionGqaCausal) { attention_case(false, false); }
+TEST(GradCheck, AttentionDocumentMask) { attention_case(true, false); }
+TEST(GradCheck, AttentionEntropyHeadMask) { attention_case(true, true); }
+
+// ---------------------------------------------------------------------------
+// Whole model, double precision, per parameter tensor: a random direction u
+// over the tensor, analytic g·u against (L(θ+εu) − L(θ−εu)) / 2ε.
+// ---------------------------------------------------------------------------
+
+struct ModelCase {
+  const char* name;
+  const char* model_json;
+  const char* config_json;
+  bool expect_drops;
+};
+
+void model_case(const ModelCase& mc, int B = 2, int T = 8) {
+  zcode::kernels::set_num_threads(1);
+  const glm52::Config cfg = glm52_test::make_config(mc.model_json, mc.config_json);
+  glm52::Model<double> model(cfg, 42);
+  // Larger random weights than the init so that every path carries signal.
+  {
+    Vec noise = randn(static_cast<size_t>(model.num_elements()), 99, 0.05);
+    for (const glm52::ParamInfo& p : model.param_infos())
+      if (p.name.find("norm") == std::string::npos && p.name.find("rope") == std::string::npos)
+        for (int64_t i = 0; i < p.numel; ++i) model.params()[p.offset + i] += noise[p.offset + i];
+  }
+  const glm52_test::Batch batch = glm52_test::random_batch(B, T, static_cast<int>(cfg.vocab_size), 7);
+  const glm52::BatchView bv = batch.view(true);
+  const double nstep = 23.0;  // a whole-step normaliser different from this batch's count
+  glm52::StepMetrics m;
+  auto loss = [&] {
+    model.forward_backward(bv, nstep, 1.0, false, 0, m);
+    return m.loss;
+  };
+  model.zero_grad();
+  model.forward_backward(bv, nstep, 1.0, false, 0, m);
+  if (cfg.moe_experts > 0) {
+    EXPECT_GT(m.aux_loss, 0.0);
+    EXPECT_GT(m.z_loss, 0.0);
+  }
+  if (mc.expect_drops) EXPECT_GT(m.moe_dropped_fraction, 0.0) << "capacity should drop some assignments";
+  else EXPECT_EQ(m.moe_dropped_fraction, 0.0);
+  const Vec grad(model.grads(), model.grads() + model.num_elements());
+  int checked = 0;
+  for (const glm52::ParamInfo& p : model.param_infos()) {
+    if (p.name == "embed.weight" && !cfg.tie_embeddings) {
+      // only rows of ids seen carry gradient; the direction covers all rows anyway
+    }
+    const Vec u = randn(static_cast<size_t>(p.numel), 1000 + checked);
+    double* w = model.params() + p.offset;
+    const Vec w0(w, w + p.numel);
+    for (int64_t i = 0; i < p.numel; ++i) w[i] = w0[i] + kEps * u[i];
+    const double lp = loss();
+    for (int64_t i = 0; i < p.numel; ++i) w[i] = w0[i] - kEps * u[i];
+    const double lm = loss();
+    for (int64_t i = 0; i < p.numel; ++i) w[i] = w0[i];
+    const double num = (lp - lm) / (2 * kEps);
+    double ana = 0;
+    for (int64_t i = 0; i < p.numel; ++i) ana += grad[p.offset + i] * u[i];
+    EXPECT_NEAR(ana, num, 1e-6 * std::max(1e-3, std::fabs(num))) << mc.name << ": " << p.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(model.param_infos().size()));
+}
+
+TEST(GradCheckModel, DeepNormScaleNormMoECapacitySharedDense) {
+  model_case({"deepnorm+scalenorm, softmax router top-2, capacity drops, shared expert, dense first layer, "
+              "GQA, doc mask, partial rotary",
+              R"({"vocab_size": 37, "d_model": 12, "n_layers": 3, "n_heads": 4, "n_kv_heads": 2, "head_dim": 4,
+                  "ffn_hidden": 10, "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 6,
+                  "moe_shared_experts": 1, "first_dense_layers": 1, "capacity_factor": 1.0,
+                  "moe_aux_loss_coef": 0.3, "moe_z_loss_coef": 0.05, "rotary_fraction": 0.5, "max_seq_len": 16})",
+              R"({"data": {"cross_document_attention": false}})", true});
+}
+
+TEST(GradCheckModel, PreNormRMSNormSigmoidRouterUntied) {
+  model_case({"prenorm+rmsnorm, sigmoid router, no top-k renorm, untied head, dropless",
+              R"({"vocab_size": 29, "d_model": 8, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4,
+                  "moe_experts": 3, "moe_top_k": 2, "moe_ffn_hidden": 5, "first_dense_layers": 0,
+                  "capacity_factor": 0, "router_activation": "sigmoid", "norm_topk_prob": false,
+                  "norm": "rmsnorm", "residual": "prenorm", "tie_embeddings": false,
+                  "moe_aux_loss_coef": 0.2, "moe_z_loss_coef": 0.02, "max_seq_len": 16})",
+              "{}", false});
+}
+
+TEST(GradCheckModel, DynamicHeadMaskTop1) {
+  model_case({"entropy head mask, top-1 routing",
+              R"({"vocab_size": 31, "d_model": 8, "n_layers": 2, "n_heads": 4, "head_dim": 2,
+                  "moe_experts": 4, "moe_top_k": 1, "moe_ffn_hidden": 4, "first_dense_layers": 1, "ffn_hidden": 6,
+                  "capacity_factor": 0, "dynamic_head_mask": {"enabled": true, "entropy_threshold": 1.0},
+                  "max_seq_len": 16})",
+              "{}", false});
+}
+
+}  // namespace

@@ -1,0 +1,231 @@
+// glm52 model: gradient accumulation, determinism, KV-cache decoding.
+#include "test_util.h"
+
+#include <zcode/kernels/threads.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+// A nano-sized MoE with every block on: GQA, partial rotary, shared expert,
+// first dense layer. Dropless and no aux loss where the spec says equality holds.
+const char* kSmall = R"({"vocab_size": 300, "d_model": 32, "n_layers": 3, "n_heads": 4, "n_kv_heads": 2,
+  "head_dim": 8, "ffn_hidden": 48, "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 24,
+  "moe_shared_experts": 1, "first_dense_layers": 1, "capacity_factor": 0, "moe_aux_loss_coef": 0,
+  "moe_z_loss_coef": 0.01, "rotary_fraction": 0.5, "max_seq_len": 64})";
+
+template <class T>
+void accumulation_case(double tol, double scale_floor) {
+  zcode::kernels::set_num_threads(1);
+  const glm52::Config cfg = glm52_test::make_config(kSmall);
+  glm52::Model<T> big(cfg, 5), micro(cfg, 5);
+  const glm52_test::Batch b = glm52_test::random_batch(4, 16, 300, 11);
+  int64_t targets = 0;
+  for (int32_t t : b.targets) targets += t >= 0;
+  glm52::StepMetrics m;
+  big.forward_backward(b.view(false), static_cast<double>(targets), 1.0, false, 0, m);
+  const double big_loss = m.loss;
+  double micro_loss = 0;
+  for (int i = 0; i < 4; ++i) {
+    glm52_test::Batch one;
+    one.B = 1;
+    one.T = 16;
+    one.ids.assign(b.ids.begin() + i * 16, b.ids.begin() + (i + 1) * 16);
+    one.targets.assign(b.targets.begin() + i * 16, b.targets.begin() + (i + 1) * 16);
+    micro.forward_backward(one.view(false), static_cast<double>(targets), 1.0, false, 0, m);
+    micro_loss += m.loss;
+  }
+  EXPECT_NEAR(micro_loss, big_loss, tol * std::fabs(big_loss));
+  // Tolerance scale per tensor: its largest gradient, but not below
+  // scale_floor of the model's largest one: a tensor whose gradient is a sum
+  // of terms that nearly cancel (the RoPE frequencies: ±pos·dθ over all
+  // tokens) has float rounding set by the terms, not by the tiny result.
+  double global_max = 0;
+  for (int64_t i = 0; i < big.num_elements(); ++i) global_max = std::max(global_max, std::fabs(double(big.grads()[i])));
+  for (const glm52::ParamInfo& p : big.param_infos()) {
+    double gmax = 0, dmax = 0;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      const double a = big.grads()[p.offset + i], c = micro.grads()[p.offset + i];
+      gmax = std::max(gmax, std::fabs(a));
+      dmax = std::max(dmax, std::fabs(a - c));
+    }
+    EXPECT_LE(dmax, tol * std::max(gmax, scale_floor * global_max)) << p.name << " max|grad| " << gmax;
+  }
+}
+
+// Double: only rounding differs (sums split at other points), so 1e-10.
+TEST(Accumulation, FourMicroBatchesEqualOneBatchDouble) { accumulation_case<double>(1e-10, 0.0); }
+// Float (the plugin's type): the same sums in another order round differently,
+// by ~1e-7 relative per addition; 1e-6 of each tensor's largest gradient
+// (the task's bound) leaves room for ~10 reorderings while a wrong term
+// (e.g. a normaliser off by the micro-batch count) gives errors of order 1.
+TEST(Accumulation, FourMicroBatchesEqualOneBatchFloat) { accumulation_case<float>(1e-6, 1e-2); }
+
+/// Three SGD steps; returns the losses and the final weights.
+std::pair<std::vector<double>, std::vector<float>> train(int threads, const char* json, int blas_threads = 0) {
+  zcode::kernels::set_num_threads(threads);
+  if (blas_threads > 0) zcode::kernels::set_blas_num_threads(blas_threads);
+  const glm52::Config cfg = glm52_test::make_config(json, R"({"data": {"cross_document_attention": false}})");
+  glm52::Model<float> model(cfg, 1234);
+  std::vector<double> losses;
+  glm52::StepMetrics m;
+  for (int step = 0; step < 3; ++step) {
+    const glm52_test::Batch b = glm52_test::random_batch(4, 32, 300, 100 + step);
+    model.zero_grad();
+    model.forward_backward(b.view(true), 100.0, 1.0, false, 0, m);
+    losses.push_back(m.loss);
+    for (int64_t i = 0; i < model.num_elements(); ++i) model.params()[i] -= 0.05f * model.grads()[i];
+  }
+  return {losses, std::vector<float>(model.params(), model.params() + model.num_elements())};
+}
+
+const char* kDropping = R"({"vocab_size": 300, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
+  "head_dim": 8, "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 24, "first_dense_layers": 0,
+  "capacity_factor": 1.0, "max_seq_len": 64, "dynamic_head_mask": {"enabled": true, "entropy_threshold": 2.5}})";
+
+TEST(Determinism, SameSeedSameThreadsBitIdentical) {
+  const auto a = train(2, kDropping), b = train(2, kDropping);
+  ASSERT_EQ(a.first.size(), b.first.size());
+  for (size_t i = 0; i < a.first.size(); ++i) EXPECT_EQ(a.first[i], b.first[i]) << "step " << i;
+  EXPECT_EQ(0, std::memcmp(a.second.data(), b.second.data(), a.second.size() * sizeof(float)));
+  EXPECT_TRUE(std::isfinite(a.first[0]));
+}
+
+// Every reduction of ours runs in a fixed order (rows per thread, sums in row
+// order), so our loops give the same bits on 1 or 2 OpenMP threads. OpenBLAS's
+// sgemm does not (its blocking changes with its thread count: measured), so
+// this holds with OpenBLAS pinned to one thread; with OpenBLAS on N threads
+// results are bit-identical run to run for the same N (test above).
+TEST(Determinism, OurKernelsThreadCountIndependent) {
+  const auto a = train(1, kDropping, 1), b = train(2, kDropping, 1);
+  for (size_t i = 0; i < a.first.size(); ++i) EXPECT_EQ(a.first[i], b.first[i]) << "step " << i;
+  EXPECT_EQ(0, std::memcmp(a.second.data(), b.second.data(), a.second.size() * sizeof(float)));
+}
+
+int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+
+void kv_case(const char* json) {
+  zcode::kernels::set_num_threads(2);
+  const glm52::Config cfg = glm52_test::make_config(json);
+  glm52::Model<float> model(cfg, 77);
+  const int V = static_cast<int>(cfg.vocab_size), steps = 24;
+  std::vector<int32_t> seq = {5, 17, 42, 199, 3};
+  const size_t prompt = seq.size();
+  // Greedy by full recompute.
+  std::vector<int32_t> full = seq;
+  std::vector<float> logits;
+  for (int s = 0; s < steps; ++s) {
+    logits.assign(full.size() * V, 0.f);
+    model.forward_logits(full.data(), static_cast<int>(full.size()), logits.data());
+    full.push_back(argmax(logits.data() + (full.size() - 1) * V, V));
+  }
+  // Greedy with the KV cache (batch 2: sequence 1 is a different prompt, so
+  // the batch is not trivially one sequence).
+  auto* sess = model.decode_begin(2, static_cast<int>(prompt) + steps);
+  std::vector<float> out(2 * V);
+  std::vector<int32_t> cached = seq;
+  float max_diff = 0;
+  for (size_t t = 0; t + 1 < prompt + steps; ++t) {
+    const int32_t toks[2] = {cached[t], static_cast<int32_t>((t * 31 + 7) % V)};
+    model.decode_step(sess, toks, out.data());
+    if (t + 1 >= prompt) {
+      cached.push_back(argmax(out.data(), V));
+    }
+    if (t + 1 == prompt) {  // compare logits once against recompute
+      std::vector<float> ref(prompt * V);
+      model.forward_logits(seq.data(), static_cast<int>(prompt), ref.data());
+      for (int j = 0; j < V; ++j) max_diff = std::max(max_diff, std::fabs(ref[(prompt - 1) * V + j] - out[j]));
+    }
+  }
+  model.decode_end(sess);
+  EXPECT_EQ(full, cached);
+  EXPECT_LT(max_diff, 1e-4f);
+}
+
+TEST(KVCache, GreedyEqualsRecomputeDeepNorm) { kv_case(kSmall); }
+TEST(KVCache, GreedyEqualsRecomputePreNormHeadMask) {
+  kv_case(R"({"vocab_size": 300, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 1, "head_dim": 8,
+    "moe_experts": 4, "moe_top_k": 1, "moe_ffn_hidden": 24, "first_dense_layers": 0, "residual": "prenorm",
+    "norm": "rmsnorm", "tie_embeddings": false, "max_seq_len": 64,
+    "dynamic_head_mask": {"enabled": true, "entropy_threshold": 1.5}})");
+}
+
+TEST(KVCache, ReorderSwapsSequences) {
+  zcode::kernels::set_num_threads(1);
+  const glm52::Config cfg = glm52_test::make_config(kSmall);
+  glm52::Model<float> model(cfg, 77);
+  const int V = 300;
+  auto* a = model.decode_begin(2, 8);
+  auto* b = model.decode_begin(2, 8);
+  std::vector<float> la(2 * V), lb(2 * V);
+  const int32_t p0[2] = {1, 2}, p0s[2] = {2, 1}, nxt[2] = {9, 9};
+  model.decode_step(a, p0, la.data());
+  model.decode_step(b, p0s, lb.data());
+  const int32_t swap[2] = {1, 0};
+  model.decode_reorder(a, swap);
+  model.decode_step(a, nxt, la.data());
+  model.decode_step(b, nxt, lb.data());
+  for (int j = 0; j < 2 * V; ++j) EXPECT_EQ(la[j], lb[j]);
+  model.decode_end(a);
+  model.decode_end(b);
+}
+
+TEST(Model, ErrorsNameTheProblem) {
+  zcode::kernels::set_num_threads(1);
+  const glm52::Config cfg = glm52_test::make_config(kSmall);
+  glm52::Model<float> model(cfg, 1);
+  glm52_test::Batch b = glm52_test::random_batch(1, 8, 300, 1);
+  b.ids[3] = 300;
+  glm52::StepMetrics m;
+  try {
+    model.forward_backward(b.view(false), 0, 1.0, false, 0, m);
+    FAIL() << "no error";
+  } catch (const zcode::sdk::Error& e) {
+    EXPECT_STREQ(e.what(), "batch.input_ids[0][3]: token id 300 out of range [0, 300)");
+  }
+  try {
+    glm52_test::make_config(R"({"vocab_size": 10, "n_heads": 6, "n_kv_heads": 4})");
+    FAIL() << "no error";
+  } catch (const zcode::sdk::Error& e) {
+    EXPECT_STREQ(e.what(), "model.n_kv_heads: 4 does not divide n_heads 6");
+  }
+  try {
+    glm52_test::make_config(R"({"vocab_size": 10, "variant": "huge"})");
+    FAIL() << "no error";
+  } catch (const zcode::sdk::Error& e) {
+    EXPECT_STREQ(e.what(), "model.variant: unknown model variant 'huge' (expected one of: nano, tiny, base, large, xl)");
+  }
+  try {
+    glm52_test::make_config(R"({"vocab_size": 10, "d_modle": 8})");
+    FAIL() << "no error";
+  } catch (const zcode::sdk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.d_modle: unknown option"), std::string::npos) << e.what();
+  }
+}
+
+// The variant table's counts are recomputed here from the formulas of
+// README.md (independently of Config::count_params) for the GPT-2 vocabulary.
+TEST(Model, VariantParameterCounts) {
+  for (const std::string& v : glm52::variant_names()) {
+    const glm52::Config c = glm52_test::make_config(R"({"vocab_size": 50257, "variant": ")" + v + "\"}");
+    uint64_t total = 0, active = 0;
+    c.count_params(total, active);
+    const uint64_t d = c.d_model, L = c.n_layers, E = c.moe_experts, F = c.moe_ffn_hidden;
+    const uint64_t attn = d * c.head_dim * (2ull * c.n_heads + 2ull * c.n_kv_heads) + c.rotary_dims() / 2 + 2;
+    const uint64_t moe_layers = L - c.first_dense_layers;
+    const uint64_t expect = 50304 * d + L * attn + c.first_dense_layers * 3ull * d * c.ffn_hidden +
+                            moe_layers * (E * d + E * 3ull * d * F);
+    EXPECT_EQ(total, expect) << v;
+    EXPECT_EQ(active, expect - moe_layers * (E - c.moe_top_k) * 3ull * d * F) << v;
+    if (v == "tiny") {
+      EXPECT_NEAR(static_cast<double>(total), 125e6, 10e6);
+    }
+  }
+}
+
+}  // namespace

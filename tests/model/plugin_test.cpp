@@ -1,0 +1,282 @@
+// The glm52 plugin through the C ABI only (as the host and the PyTorch
+// reference use it): negotiation, create with explicit dims, params() names
+// and flags, forward_backward metrics, save_state/load_state by spec names.
+#include <zcode/abi.h>
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+struct zc_status {
+  zc_status_code code;
+  std::string message;
+};
+
+namespace {
+
+zc_status* status_create(void*, zc_status_code code, const char* msg) { return new zc_status{code, msg}; }
+zc_status_code status_code(void*, const zc_status* s) { return s->code; }
+const char* status_message(void*, const zc_status* s) { return s->message.c_str(); }
+void status_release(void*, zc_status* s) { delete s; }
+uint64_t derive_seed(void*, const char* name) { return 1234u ^ std::strlen(name); }
+void log_line(void*, zc_log_level, const char*, const char*) {}
+
+zc_host_services make_host() {
+  zc_host_services h{};
+  h.struct_size = sizeof h;
+  h.abi_major = ZC_ABI_VERSION_MAJOR;
+  h.abi_minor = ZC_ABI_VERSION_MINOR;
+  h.log = log_line;
+  h.status_create = status_create;
+  h.seed = 1234;
+  h.derive_seed = derive_seed;
+  h.device = DLDevice{kDLCPU, 0};
+  h.num_threads = 2;
+  h.status_code = status_code;
+  h.status_message = status_message;
+  h.status_release = status_release;
+  return h;
+}
+
+struct Stored {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+  DLTensor t{};
+};
+
+struct Store {
+  std::map<std::string, Stored> tensors;
+  std::vector<std::string> order;
+  std::string json;
+};
+
+zc_status* put_tensor(void* ctx, const char* name, const DLTensor* t) {
+  Store* s = static_cast<Store*>(ctx);
+  Stored& st = s->tensors[name];
+  st.shape.assign(t->shape, t->shape + t->ndim);
+  size_t n = 1;
+  for (int64_t v : st.shape) n *= static_cast<size_t>(v);
+  st.data.assign(static_cast<const float*>(t->data), static_cast<const float*>(t->data) + n);
+  s->order.push_back(name);
+  return nullptr;
+}
+zc_status* put_json(void* ctx, const char* j, size_t n) {
+  static_cast<Store*>(ctx)->json.assign(j, n);
+  return nullptr;
+}
+const DLTensor* get_tensor(void* ctx, const char* name) {
+  Store* s = static_cast<Store*>(ctx);
+  auto it = s->tensors.find(name);
+  if (it == s->tensors.end()) return nullptr;
+  Stored& st = it->second;
+  st.t = DLTensor{st.data.data(), {kDLCPU, 0}, static_cast<int32_t>(st.shape.size()), {kDLFloat, 32, 1},
+                  st.shape.data(), nullptr, 0};
+  return &st.t;
+}
+size_t num_tensors(void* ctx) { return static_cast<Store*>(ctx)->tensors.size(); }
+const char* tensor_name(void* ctx, size_t i) {
+  auto it = static_cast<Store*>(ctx)->tensors.begin();
+  std::advance(it, static_cast<long>(i));
+  return it->first.c_str();
+}
+
+class PluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lib_ = dlopen(ZCODE_GLM52_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib_, nullptr) << dlerror();
+    auto fn = reinterpret_cast<zc_negotiate_fn>(dlsym(lib_, ZC_PLUGIN_ENTRY_SYMBOL));
+    ASSERT_NE(fn, nullptr);
+    uint32_t maj = 0, min = 0;
+    const zc_manifest* man = nullptr;
+    ASSERT_EQ(fn(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, &host_, &maj, &min, &man), ZC_OK);
+    ASSERT_EQ(man->num_components, 1u);
+    EXPECT_STREQ(man->components[0].name, "glm52");
+    table_ = static_cast<const zc_model_table*>(man->components[0].table);
+    ASSERT_EQ(table_->header.kind, static_cast<zc_kind>(ZC_KIND_MODEL));
+  }
+  void* create(const char* options, const char* config = "{}") {
+    zc_create_args a{};
+    a.struct_size = sizeof a;
+    a.host = &host_;
+    a.options_json = options;
+    a.config_json = config;
+    a.run_dir = "";
+    void* inst = nullptr;
+    zc_status* s = table_->create(&a, &inst);
+    if (s) {
+      last_error_ = s->message;
+      delete s;
+      return nullptr;
+    }
+    return inst;
+  }
+  std::string call(zc_status* s) {
+    if (!s) return "";
+    std::string m = s->message;
+    delete s;
+    return m;
+  }
+  zc_host_services host_ = make_host();
+  void* lib_ = nullptr;  // never unloaded (ABI rule)
+  const zc_model_table* table_ = nullptr;
+  std::string last_error_;
+};
+
+const char* kOpts = R"({"type": "GLM5pt2", "vocab_size": 200, "d_model": 16, "n_layers": 2, "n_heads": 4,
+  "n_kv_heads": 2, "head_dim": 4, "ffn_hidden": 24, "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 8,
+  "moe_shared_experts": 1, "first_dense_layers": 1, "capacity_factor": 1.25, "max_seq_len": 32})";
+
+TEST_F(PluginTest, ParamsCarrySpecNamesShapesAndFlags) {
+  void* m = create(kOpts);
+  ASSERT_NE(m, nullptr) << last_error_;
+  zc_param_list list{};
+  ASSERT_EQ(call(table_->params(m, &list)), "");
+  std::map<std::string, const zc_param*> by;
+  for (size_t i = 0; i < list.count; ++i) by[list.params[i].name] = &list.params[i];
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> expect = {
+      {"embed.weight", {256, 16}},
+      {"layers.0.attn_norm.weight", {1}},
+      {"layers.0.attn.wq", {16, 16}},
+      {"layers.0.attn.wk", {8, 16}},
+      {"layers.0.attn.wv", {8, 16}},
+      {"layers.0.attn.wo", {16, 16}},
+      {"layers.0.attn.rope_log_inv_freq", {2}},
+      {"layers.0.ffn_norm.weight", {1}},
+      {"layers.0.ffn.w1", {24, 16}},
+      {"layers.0.ffn.w3", {24, 16}},
+      {"layers.0.ffn.w2", {16, 24}},
+      {"layers.1.moe.router", {4, 16}},
+      {"layers.1.moe.experts.3.w1", {8, 16}},
+      {"layers.1.moe.experts.3.w3", {8, 16}},
+      {"layers.1.moe.experts.3.w2", {16, 8}},
+      {"layers.1.moe.shared.0.w2", {16, 8}},
+  };
+  // 1 embed + layer 0 (7 + 3) + layer 1 (7 + router + 4·3 + 1·3).
+  EXPECT_EQ(list.count, 1u + 10u + 7u + 1u + 12u + 3u);
+  for (const auto& [name, shape] : expect) {
+    ASSERT_TRUE(by.count(name)) << name;
+    const DLTensor* v = by[name]->value;
+    EXPECT_EQ(std::vector<int64_t>(v->shape, v->shape + v->ndim), shape) << name;
+    EXPECT_EQ(v->dtype.code, kDLFloat);
+    EXPECT_EQ(by[name]->grad->ndim, v->ndim);
+  }
+  EXPECT_TRUE(by["layers.0.attn_norm.weight"]->flags & ZC_PARAM_NO_DECAY);
+  EXPECT_TRUE(by["layers.0.attn.rope_log_inv_freq"]->flags & ZC_PARAM_NO_DECAY);
+  EXPECT_TRUE(by["embed.weight"]->flags & ZC_PARAM_EMBEDDING);
+  EXPECT_TRUE(by["layers.1.moe.router"]->flags & ZC_PARAM_ROUTER);
+  EXPECT_TRUE(by["layers.1.moe.experts.0.w1"]->flags & ZC_PARAM_EXPERT);
+  EXPECT_EQ(by["layers.0.attn.wq"]->flags, 0u);
+  // ScaleNorm gain init √d = 4; RoPE init -(2i/R)·ln θ.
+  EXPECT_FLOAT_EQ(static_cast<float*>(by["layers.0.attn_norm.weight"]->value->data)[0], 4.0f);
+  EXPECT_FLOAT_EQ(static_cast<float*>(by["layers.0.attn.rope_log_inv_freq"]->value->data)[1],
+                  static_cast<float>(-0.5 * std::log(10000.0)));
+  uint64_t total = 0, active = 0;
+  ASSERT_EQ(call(table_->num_params(m, &total, &active)), "");
+  uint64_t sum = 0;
+  for (size_t i = 0; i < list.count; ++i) {
+    uint64_t n = 1;
+    for (int j = 0; j < list.params[i].value->ndim; ++j) n *= static_cast<uint64_t>(list.params[i].value->shape[j]);
+    sum += n;
+  }
+  EXPECT_EQ(total, sum);
+  EXPECT_EQ(total - active, 2u * 3u * 8u * 16u);  // two idle experts of the MoE layer
+  table_->destroy(m);
+}
+
+TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
+  void* m = create(kOpts);
+  ASSERT_NE(m, nullptr) << last_error_;
+  const int B = 2, T = 8;
+  std::vector<int32_t> ids(B * T), tg(B * T);
+  for (int i = 0; i < B * T; ++i) {
+    ids[i] = (i * 37) % 200;
+    tg[i] = i % 5 == 0 ? -1 : (i * 11) % 200;
+  }
+  int64_t shape[2] = {B, T};
+  zc_batch batch{};
+  batch.struct_size = sizeof batch;
+  batch.input_ids = DLTensor{ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
+  batch.targets = DLTensor{tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
+  zc_fb_options o{sizeof(zc_fb_options), ZC_LABELS_TARGETS, 12.0, 1.0, 0};
+  std::map<std::string, double> got;
+  zc_metrics_sink sink{&got, [](void* c, const char* n, double v) { (*static_cast<std::map<std::string, double>*>(c))[n] = v; }};
+  ASSERT_EQ(call(table_->forward_backward(m, &batch, &o, &sink)), "");
+  for (const char* k : {"loss", "ce_loss", "aux_loss", "z_loss", "moe_load_0", "moe_load_3", "moe_dropped_fraction",
+                        "masked_head_fraction", "tokens"})
+    EXPECT_TRUE(got.count(k)) << k;
+  EXPECT_EQ(got["tokens"], 12.0);
+  EXPECT_NEAR(got["loss"], got["ce_loss"] + got["aux_loss"] + got["z_loss"], 1e-12);
+  // At init the model is near uniform over 200 ids: ce ≈ ln 200 (12 targets / normaliser 12).
+  EXPECT_NEAR(got["ce_loss"], std::log(200.0), 0.3);
+  EXPECT_NEAR(got["moe_load_0"] + got["moe_load_1"] + got["moe_load_2"] + got["moe_load_3"], 1.0, 1e-12);
+
+  // log-probs: Σ -logp / 12 equals the ce_loss.
+  std::vector<float> lp(B * T);
+  DLTensor out{lp.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  ASSERT_EQ(call(table_->forward_logprobs(m, &batch, &out)), "");
+  double s = 0;
+  for (int i = 0; i < B * T; ++i) s -= lp[i];
+  EXPECT_NEAR(s / 12.0, got["ce_loss"], 1e-5);
+  EXPECT_EQ(lp[0], 0.0f);
+
+  Store st;
+  zc_state_writer w{sizeof(zc_state_writer), 0, &st, put_tensor, put_json};
+  ASSERT_EQ(call(table_->save_state(m, &w)), "");
+  EXPECT_NE(st.json.find("\"architecture\""), std::string::npos);
+  EXPECT_EQ(st.order.front(), "embed.weight");
+
+  // A second instance with another seed loads the state and then computes the same loss.
+  host_.seed = 99;
+  void* m2 = create(kOpts);
+  ASSERT_NE(m2, nullptr);
+  zc_state_reader r{sizeof(zc_state_reader), 0, &st, get_tensor, num_tensors, tensor_name, st.json.c_str(),
+                    st.json.size()};
+  ASSERT_EQ(call(table_->load_state(m2, &r)), "");
+  std::vector<float> lp2(B * T);
+  DLTensor out2{lp2.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  ASSERT_EQ(call(table_->forward_logprobs(m2, &batch, &out2)), "");
+  EXPECT_EQ(lp, lp2);
+
+  // Refusals: a wrong shape, a missing tensor, an unknown tensor, another head layout.
+  Store bad = st;
+  bad.tensors["layers.0.attn.wq"].shape = {8, 32};
+  zc_state_reader rb{sizeof(zc_state_reader), 0, &bad, get_tensor, num_tensors, tensor_name, "", 0};
+  EXPECT_EQ(call(table_->load_state(m2, &rb)),
+            "model state: tensor 'layers.0.attn.wq' has shape [8, 32], expected [16, 16]");
+  bad = st;
+  bad.tensors.erase("layers.1.moe.router");
+  EXPECT_EQ(call(table_->load_state(m2, &rb)),
+            "model state: tensor 'layers.1.moe.router' missing (expected float32 [4, 16])");
+  bad = st;
+  bad.tensors["layers.2.attn.wq"] = bad.tensors["layers.0.attn.wq"];
+  EXPECT_NE(call(table_->load_state(m2, &rb)).find("unexpected tensor 'layers.2.attn.wq'"), std::string::npos);
+  bad = st;
+  std::string j = st.json;
+  j.replace(j.find("\"n_heads\":4"), 11, "\"n_heads\":2");
+  zc_state_reader rj{sizeof(zc_state_reader), 0, &bad, get_tensor, num_tensors, tensor_name, j.c_str(), j.size()};
+  EXPECT_EQ(call(table_->load_state(m2, &rj)), "model state: n_heads is 2 in the checkpoint but 4 in the config");
+  // The failed loads changed nothing.
+  ASSERT_EQ(call(table_->forward_logprobs(m2, &batch, &out2)), "");
+  EXPECT_EQ(lp, lp2);
+
+  table_->destroy(m);
+  table_->destroy(m2);
+}
+
+TEST_F(PluginTest, CreateErrorsAreOneLine) {
+  EXPECT_EQ(create(R"({"d_model": 16})"), nullptr);
+  EXPECT_EQ(last_error_, "model: no vocabulary size (no tokenizer, and no model.vocab_size)");
+  EXPECT_EQ(create(R"({"vocab_size": 10, "router_activation": "relu"})"), nullptr);
+  EXPECT_EQ(last_error_, "model.router_activation: 'relu' (expected softmax or sigmoid)");
+  EXPECT_EQ(create(R"({"vocab_size": 10, "moe_top_k": 9, "moe_experts": 8})"), nullptr);
+  EXPECT_EQ(last_error_, "model.moe_top_k: 9 (expected 1..moe_experts = 8)");
+}
+
+}  // namespace
