@@ -81,6 +81,9 @@ const Case kCases[] = {
        "dynamic_head_mask": {"enabled": true, "entropy_threshold": 1.5}})", 3, 32, 3, 12},
 };
 
+// gtest prints a case by its name (not its bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
