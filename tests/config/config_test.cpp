@@ -612,6 +612,17 @@ TEST(PluginSchemas, OptionErrorsInOurWording) {
   EXPECT_EQ(errs("optimizer:\n  name: sophia\n  rhoo: 0.1\n"), Lines{});
 }
 
+TEST(PluginSchemas, WrongShapesNeverCrash) {
+  FakeProvider p = standard_provider();
+  EXPECT_EQ(errs("model: 5\noptimizer: []\ncallbacks: {type: console}\nscheduler: null\nevaluation:\n  plugins: [3]\n", &p),
+            (Lines{"model: expected a mapping, found number 5", "optimizer: expected a mapping, found a list []",
+                   "callbacks: expected a list, found a mapping {\"type\":\"console\"}",
+                   "scheduler: expected a mapping, found null",
+                   "evaluation.plugins[0]: expected a string, found number 3"}));
+  EXPECT_EQ(errors_of("data: x\n", &p), (Lines{"data: expected a mapping, found string 'x'"}));
+  EXPECT_EQ(errors_of("", &p), (Lines{"data: missing required key"}));
+}
+
 TEST(PluginSchemas, TokenizerComponentInference) {
   HarnessConfig a = valid("  tokenizer: models/spm.model\n");
   EXPECT_EQ(a.data().tokenizer_type, "sentencepiece");
