@@ -262,4 +262,29 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir) {
   return out;
 }
 
+StateReaderView::StateReaderView(const st::Reader* file, const std::string& prefix, std::string json)
+    : json_(std::move(json)) {
+  if (file)
+    for (const auto& t : file->tensors()) {
+      if (t.name.rfind(prefix, 0) != 0) continue;
+      names_.push_back(t.name.substr(prefix.size()));
+      tensors_.push_back(t.dltensor());  // shape points into the Reader's TensorView
+    }
+  reader_ = zc_state_reader{sizeof(zc_state_reader), 0, this, &get_tensor, &num_tensors, &tensor_name, json_.c_str(),
+                            json_.size()};
+}
+
+const DLTensor* StateReaderView::get_tensor(void* ctx, const char* name) {
+  auto* v = static_cast<StateReaderView*>(ctx);
+  if (!name) return nullptr;
+  for (size_t i = 0; i < v->names_.size(); ++i)
+    if (v->names_[i] == name) return &v->tensors_[i];
+  return nullptr;
+}
+size_t StateReaderView::num_tensors(void* ctx) { return static_cast<StateReaderView*>(ctx)->names_.size(); }
+const char* StateReaderView::tensor_name(void* ctx, size_t i) {
+  auto* v = static_cast<StateReaderView*>(ctx);
+  return i < v->names_.size() ? v->names_[i].c_str() : nullptr;
+}
+
 }  // namespace zcode::ckpt

@@ -175,35 +175,6 @@ zc_status* writer_put_json(void* ctx, const char* json, size_t len) {
   return nullptr;
 }
 
-struct ReaderCtx {
-  std::vector<std::string> names;           // without prefix
-  std::vector<DLTensor> tensors;            // parallel to names
-  std::vector<const st::TensorView*> views; // keep shapes alive
-  std::string json;
-};
-
-const DLTensor* reader_get(void* ctx, const char* name) {
-  auto* c = static_cast<ReaderCtx*>(ctx);
-  for (size_t i = 0; i < c->names.size(); ++i)
-    if (c->names[i] == name) return &c->tensors[i];
-  return nullptr;
-}
-size_t reader_num(void* ctx) { return static_cast<ReaderCtx*>(ctx)->names.size(); }
-const char* reader_name(void* ctx, size_t i) {
-  auto* c = static_cast<ReaderCtx*>(ctx);
-  return i < c->names.size() ? c->names[i].c_str() : nullptr;
-}
-
-void fill_reader(ReaderCtx& c, const st::Reader* r, const std::string& prefix) {
-  if (!r) return;
-  for (const auto& t : r->tensors()) {
-    if (t.name.rfind(prefix, 0) != 0) continue;
-    c.names.push_back(t.name.substr(prefix.size()));
-    c.tensors.push_back(t.dltensor());
-    c.views.push_back(&t);
-  }
-}
-
 // ---- signals ----------------------------------------------------------------
 
 struct sigaction g_old_int, g_old_term;
@@ -513,24 +484,22 @@ struct Engine::Impl {
     const rapidjson::Value* stages = state.HasMember("stages") && state["stages"].IsObject() ? &state["stages"] : nullptr;
     for (const auto& slot : stage_slots()) {
       if (only_model && slot.key != "model") continue;
-      ReaderCtx ctx;
+      std::string json;
       const st::Reader* r = slot.file == 0 ? ck.model.get() : slot.file == 1 ? ck.optimizer.get() : ck.extra.get();
-      fill_reader(ctx, r, slot.file == 2 ? slot.key + "/" : "");
       if (stages && stages->HasMember(slot.key.c_str())) {
         const auto& v = (*stages)[slot.key.c_str()];
-        if (v.IsString()) ctx.json.assign(v.GetString(), v.GetStringLength());
+        if (v.IsString()) json.assign(v.GetString(), v.GetStringLength());
         else if (!v.IsNull()) {
           rapidjson::StringBuffer sb;
           rapidjson::Writer<rapidjson::StringBuffer> w(sb);
           v.Accept(w);
-          ctx.json = sb.GetString();
+          json = sb.GetString();
         }
       } else if (!only_model) {
         log::warn("resume: the checkpoint has no state for " + slot.key + " (it starts fresh)");
       }
-      zc_state_reader rd{sizeof(zc_state_reader), 0, &ctx, &reader_get, &reader_num, &reader_name, ctx.json.c_str(),
-                         ctx.json.size()};
-      check_plugin_call(*slot.inst->component(), "load_state", slot.inst->component()->base()->load_state(slot.inst->get(), &rd));
+      ckpt::StateReaderView rd(r, slot.file == 2 ? slot.key + "/" : "", std::move(json));
+      check_plugin_call(*slot.inst->component(), "load_state", slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
     }
     if (only_model) return;
     step = ck.step;

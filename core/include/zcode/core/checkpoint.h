@@ -87,4 +87,24 @@ struct LoadedCheckpoint {
 /// truncated, hash mismatch, bad header). Never returns half a checkpoint.
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir);
 
+/// A zc_state_reader over the tensors of `file` whose names start with
+/// `prefix` (the prefix is stripped) and a JSON blob, for a stage's
+/// load_state. Borrows `file`; valid while both live.
+class StateReaderView {
+ public:
+  StateReaderView(const zcode::sdk::safetensors::Reader* file, const std::string& prefix, std::string json);
+  StateReaderView(const StateReaderView&) = delete;
+  StateReaderView& operator=(const StateReaderView&) = delete;
+  const zc_state_reader* get() const { return &reader_; }
+
+ private:
+  static const DLTensor* get_tensor(void* ctx, const char* name);
+  static size_t num_tensors(void* ctx);
+  static const char* tensor_name(void* ctx, size_t i);
+  std::vector<std::string> names_;
+  std::vector<DLTensor> tensors_;
+  std::string json_;
+  zc_state_reader reader_{};
+};
+
 }  // namespace zcode::ckpt

@@ -1,0 +1,239 @@
+// `zcode-host generate`: tokenizer + model from the config, weights from a
+// verified checkpoint, then gen::generate over the model's KV cache.
+#include <zcode/core/checkpoint.h>
+#include <zcode/core/config.h>
+#include <zcode/core/generate.h>
+#include <zcode/core/host_services.h>
+#include <zcode/core/log.h>
+#include <zcode/core/registry.h>
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace zcode::gen {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Decoder over a model plugin's decode_* slots.
+class ModelDecoder : public Decoder {
+ public:
+  ModelDecoder(const StageInstance& model, int64_t vocab)
+      : comp_(*model.component()), t_(model.component()->as<zc_model_table>()), inst_(model.get()), vocab_(vocab) {}
+  ~ModelDecoder() override { end(); }
+  int64_t vocab_size() const override { return vocab_; }
+  void begin(int32_t batch, int32_t max_len) override {
+    check_plugin_call(comp_, "decode_begin", t_->decode_begin(inst_, batch, max_len, &session_));
+  }
+  void step(const int32_t* tokens, float* logits) override {
+    check_plugin_call(comp_, "decode_step", t_->decode_step(inst_, session_, tokens, logits));
+  }
+  void reorder(const int32_t* src) override {
+    check_plugin_call(comp_, "decode_reorder", t_->decode_reorder(inst_, session_, src));
+  }
+  void end() override {
+    if (session_) t_->decode_end(inst_, session_);
+    session_ = nullptr;
+  }
+
+ private:
+  const Component& comp_;
+  const zc_model_table* t_;
+  void* inst_;
+  int64_t vocab_;
+  void* session_ = nullptr;
+};
+
+char* grow_bytes(zc_bytes* self, size_t extra) {
+  auto* v = static_cast<std::string*>(self->ctx);
+  v->resize(self->size + extra);
+  self->data = v->data();
+  self->capacity = v->size();
+  return v->data() + self->size;
+}
+int32_t* grow_ids(zc_ids* self, size_t extra) {
+  auto* v = static_cast<std::vector<int32_t>*>(self->ctx);
+  v->resize(self->size + extra);
+  self->data = v->data();
+  self->capacity = v->size();
+  return v->data() + self->size;
+}
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace
+
+int run_command(const Command& c, std::ostream& out) {
+  try {
+    // 1. The config: the given file, or the one the checkpoint was trained with.
+    HarnessConfig cfg;
+    std::optional<ckpt::LoadedCheckpoint> ck;
+    if (!c.config_path.empty()) {
+      cfg = HarnessConfig::from_file(c.config_path);
+    } else {
+      if (c.checkpoint == "latest") throw UsageError("--checkpoint latest needs --config (to find the run folder)");
+      ck = ckpt::load_checkpoint(ckpt::resolve(c.checkpoint, fs::path(".")));
+      rapidjson::Document st;
+      st.Parse(ck->state_json.c_str());
+      if (!st.IsObject() || !st.HasMember("config")) throw UsageError(ck->dir.string() + "/state.json: no \"config\"; pass --config");
+      rapidjson::StringBuffer sb;
+      rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+      st["config"].Accept(w);
+      cfg = HarnessConfig::from_string(sb.GetString(), (ck->dir / "state.json").string());
+    }
+    if (!c.sets.empty()) cfg.apply_overrides(c.sets);
+    PluginSearchOptions so;
+    for (const auto& p : c.plugin_paths) so.cli_paths.emplace_back(p);
+    so.allow_insecure = c.allow_insecure_plugin_path;
+    {
+      HarnessConfig host_only = cfg;
+      host_only.validate(nullptr);
+      for (const auto& p : host_only.plugin_path()) so.config_paths.emplace_back(p);
+    }
+    Registry registry(so);
+    cfg.validate(&registry);
+    if (!ck) {
+      const fs::path run_dir = fs::path(cfg.logging().output_dir) / cfg.experiment_name();
+      ck = ckpt::load_checkpoint(ckpt::resolve(c.checkpoint, run_dir));
+    }
+
+    // 2. Options: defaults <- config.generation <- command line.
+    const GenerationConfig& g = cfg.generation();
+    GenerationOptions o;
+    o.strategy = c.strategy.value_or(g.strategy);
+    o.temperature = c.temperature.value_or(g.temperature);
+    o.top_k = c.top_k.value_or(static_cast<int32_t>(g.top_k));
+    o.top_p = c.top_p.value_or(g.top_p);
+    o.num_beams = c.num_beams.value_or(static_cast<int32_t>(std::max<int64_t>(g.num_beams, o.strategy == "beam" ? 2 : 1)));
+    o.length_penalty = c.length_penalty.value_or(g.length_penalty);
+    o.penalty_alpha = c.penalty_alpha.value_or(g.penalty_alpha);
+    o.max_new_tokens = c.max_new_tokens.value_or(static_cast<int32_t>(g.max_new_tokens));
+    o.seed = c.seed.value_or(g.seed.value_or(cfg.seed()));
+    o.stop = g.stop;
+    o.stop.insert(o.stop.end(), c.stop.begin(), c.stop.end());
+    try {
+      validate(o);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+
+    // 3. Stages.
+    int threads = static_cast<int>(cfg.hardware().num_threads);
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    HostServices host(cfg.seed(), threads);
+    const std::string cfg_json = cfg.to_json();
+    auto args = [&](const std::string& opts, zc_stage_ref tok) {
+      zc_create_args a{};
+      a.struct_size = sizeof a;
+      a.host = host.raw();
+      a.options_json = opts.c_str();
+      a.config_json = cfg_json.c_str();
+      a.run_dir = "";
+      a.tokenizer = tok;
+      return a;
+    };
+    const std::string tok_opts = cfg.section_json("data.tokenizer");
+    StageInstance tokenizer(registry.require(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer"), args(tok_opts, {}));
+    const std::string model_opts = cfg.section_json("model");
+    StageInstance model(registry.require(ZC_KIND_MODEL, cfg.model().type, "model.type"), args(model_opts, tokenizer.ref()));
+    {
+      rapidjson::Document st;
+      st.Parse(ck->state_json.c_str());
+      std::string json;
+      if (st.IsObject() && st.HasMember("stages") && st["stages"].IsObject() && st["stages"].HasMember("model") &&
+          !st["stages"]["model"].IsNull()) {
+        const auto& v = st["stages"]["model"];
+        if (v.IsString()) json = v.GetString();
+        else {
+          rapidjson::StringBuffer sb;
+          rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+          v.Accept(w);
+          json = sb.GetString();
+        }
+      }
+      ckpt::StateReaderView rd(ck->model.get(), "", std::move(json));
+      check_plugin_call(*model.component(), "load_state", model.component()->base()->load_state(model.get(), rd.get()));
+    }
+    const auto* tt = tokenizer.component()->as<zc_tokenizer_table>();
+    uint64_t vocab = 0;
+    check_plugin_call(*tokenizer.component(), "vocab_size", tt->vocab_size(tokenizer.get(), &vocab));
+    const char* info = nullptr;
+    check_plugin_call(*tokenizer.component(), "info_json", tt->info_json(tokenizer.get(), &info));
+    rapidjson::Document ti;
+    ti.Parse(info ? info : "{}");
+    auto id_of = [&](const char* k) {
+      return ti.IsObject() && ti.HasMember(k) && ti[k].IsInt() ? ti[k].GetInt() : -1;
+    };
+    const int32_t bos = id_of("bos_id"), eos = id_of("eos_id");
+
+    // 4. Encode, generate, decode.
+    std::vector<int32_t> ids_buf;
+    zc_ids ids{nullptr, 0, 0, &ids_buf, &grow_ids};
+    check_plugin_call(*tokenizer.component(), "encode", tt->encode(tokenizer.get(), c.prompt.data(), c.prompt.size(), 0, &ids));
+    ids_buf.resize(ids.size);
+    auto decode = [&](std::span<const int32_t> s) {
+      std::string text;
+      zc_bytes b{nullptr, 0, 0, &text, &grow_bytes};
+      check_plugin_call(*tokenizer.component(), "decode", tt->decode(tokenizer.get(), s.data(), s.size(), &b));
+      text.resize(b.size);
+      return text;
+    };
+    // Text is cut before the first stop string; streaming holds back as many
+    // bytes as could still start a stop string.
+    size_t hold = 0;
+    for (const auto& s : o.stop) hold = std::max(hold, s.size() - 1);
+    auto cut_at_stop = [&](const std::string& text) {
+      size_t cut = text.size();
+      for (const auto& s : o.stop) cut = std::min(cut, text.find(s));
+      return cut;
+    };
+    size_t printed = 0;
+    std::vector<int32_t> so_far;
+    Hooks hooks;
+    hooks.warn = [](const std::string& w) { log::warn(w); };
+    if (!o.stop.empty())
+      hooks.should_stop = [&](std::span<const int32_t> gen) {
+        const std::string t = decode(gen);
+        return cut_at_stop(t) < t.size();
+      };
+    if (c.stream && o.strategy != "beam")
+      hooks.on_token = [&](int32_t id) {
+        so_far.push_back(id);
+        const std::string text = decode(so_far);
+        const size_t upto = std::min(cut_at_stop(text), text.size() > hold ? text.size() - hold : 0);
+        if (upto > printed) {
+          out << text.substr(printed, upto - printed) << std::flush;
+          printed = upto;
+        }
+      };
+    ModelDecoder dec(model, static_cast<int64_t>(vocab));
+    Result r = generate(dec, ids_buf, o, bos, eos, static_cast<int32_t>(cfg.model().max_seq_len), hooks);
+    std::string text = decode(r.generated);
+    text.resize(std::min(text.size(), cut_at_stop(text)));
+    if (text.size() > printed) out << text.substr(printed);
+    out << "\n" << std::flush;
+    log::debug("generate: " + std::to_string(r.generated.size()) + " tokens, stopped by " + stop_reason_name(r.reason));
+    return 0;
+  } catch (const UsageError& e) {
+    log::error(std::string("generate: ") + e.what());
+    return 2;
+  } catch (const ConfigValidationError& e) {
+    log::error(e.what());
+    return 2;
+  } catch (const ConfigLoadError& e) {
+    log::error(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    log::error(std::string("generate: ") + e.what());
+    return 1;
+  }
+}
+
+}  // namespace zcode::gen
