@@ -159,14 +159,19 @@ inline void check(zc_status* st) {
 struct Plugin {
   const zc_dataloader_table* table = nullptr;
   const zc_manifest* manifest = nullptr;
-  explicit Plugin(FakeHost& host) {
-    void* h = dlopen(ZT_JSONL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  explicit Plugin(FakeHost& host, const char* path = ZT_JSONL_PLUGIN) {
+    void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) throw std::runtime_error(std::string("dlopen: ") + dlerror());
     auto fn = reinterpret_cast<zc_negotiate_fn>(dlsym(h, ZC_PLUGIN_ENTRY_SYMBOL));
     uint32_t ma = 0, mi = 0;
     if (fn(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, &host.s, &ma, &mi, &manifest) != ZC_OK)
       throw std::runtime_error("negotiate failed");
     table = static_cast<const zc_dataloader_table*>(manifest->components[0].table);
+  }
+  /// The first component's table, as another kind (e.g. a tokenizer plugin).
+  template <class T>
+  const T* as() const {
+    return static_cast<const T*>(manifest->components[0].table);
   }
 };
 
@@ -242,7 +247,10 @@ struct State {
 
 class Loader {
  public:
-  Loader(Plugin& p, FakeHost& host, const std::string& options, const std::string& config, const std::string& split = "train")
+  /// `tokenizer`: another tokenizer stage (e.g. the bpe plugin) or, when
+  /// its table is NULL, a ByteTokenizer created here.
+  Loader(Plugin& p, FakeHost& host, const std::string& options, const std::string& config, const std::string& split = "train",
+         zc_stage_ref tokenizer = {nullptr, nullptr})
       : p_(p), host_(host) {
     zcode::sdk::detail::g_host = &host.s;  // the test tokenizer's thunks report through it
     zc_create_args tok_args{};
@@ -250,25 +258,30 @@ class Loader {
     tok_args.host = &host.s;
     tok_args.options_json = "{}";
     tok_args.config_json = "{}";
-    check(zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table.create(&tok_args, &tok_));
+    if (tokenizer.table) {
+      tok_ref_ = tokenizer;
+    } else {
+      check(zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table.create(&tok_args, &tok_));
+      tok_ref_ = zc_stage_ref{&zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table, tok_};
+    }
     zc_create_args a{};
     a.struct_size = sizeof a;
     a.host = &host.s;
     a.options_json = options.c_str();
     a.config_json = config.c_str();
     a.run_dir = "";
-    a.tokenizer = zc_stage_ref{&zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table, tok_};
+    a.tokenizer = tok_ref_;
     a.split = split.c_str();
     try {
       check(p.table->create(&a, &inst_));
     } catch (...) {
-      zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table.destroy(tok_);
+      if (tok_) zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table.destroy(tok_);
       throw;
     }
   }
   ~Loader() {
     p_.table->destroy(inst_);
-    zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table.destroy(tok_);
+    if (tok_) zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table.destroy(tok_);
   }
   std::optional<Batch> next() {
     zc_batch b{};
@@ -294,6 +307,13 @@ class Loader {
     o.chars = b.num_target_chars;
     o.epoch = b.epoch;
     return o;
+  }
+  /// The raw ABI call, without copying the batch (benchmarks).
+  bool next_raw(zc_batch& b) {
+    b.struct_size = sizeof b;
+    int32_t has = 0;
+    check(p_.table->next_batch(inst_, &b, &has));
+    return has != 0;
   }
   void reset() { check(p_.table->reset(inst_)); }
   std::map<std::string, double> stats() {
@@ -360,7 +380,8 @@ class Loader {
  private:
   Plugin& p_;
   FakeHost& host_;
-  void* tok_ = nullptr;
+  void* tok_ = nullptr;  // owned ByteTokenizer, if any
+  zc_stage_ref tok_ref_{};
   void* inst_ = nullptr;
 };
 

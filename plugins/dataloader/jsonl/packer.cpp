@@ -16,8 +16,7 @@ char* grow(zc_bytes* self, size_t extra) {
 
 TokenLengths TokenLengths::build(const sdk::TokenizerRef& tok, uint64_t vocab, const std::vector<int32_t>& specials) {
   TokenLengths L;
-  L.bytes.assign(vocab, 0);
-  L.chars.assign(vocab, 0);
+  L.packed.assign(vocab, 0);
   std::vector<char> storage(64);
   zc_bytes out{storage.data(), 0, storage.size(), &storage, &grow};
   std::vector<bool> special(vocab, false);
@@ -30,8 +29,10 @@ TokenLengths TokenLengths::build(const sdk::TokenizerRef& tok, uint64_t vocab, c
     tok.decode(&i, 1, &out);
     uint32_t chars = 0;
     for (size_t k = 0; k < out.size; ++k) chars += (static_cast<unsigned char>(out.data[k]) & 0xC0) != 0x80;
-    L.bytes[id] = static_cast<uint32_t>(out.size);
-    L.chars[id] = chars;
+    if (out.size > 0xFFFF)
+      throw sdk::Error(ZC_ERR_UNSUPPORTED, "data: token " + std::to_string(id) + " decodes to " +
+                                               std::to_string(out.size) + " bytes; the length table holds < 65536");
+    L.packed[id] = static_cast<uint32_t>(out.size) | (chars << 16);
   }
   return L;
 }

@@ -25,10 +25,14 @@ namespace zcode::data {
 /// valid UTF-8 token sequence give its exact code-point count even when one
 /// character spans several tokens.
 struct TokenLengths {
-  std::vector<uint32_t> bytes;  // [vocab]
-  std::vector<uint32_t> chars;  // [vocab]
+  /// Per id: bytes in the low 16 bits, code points in the high 16 (one
+  /// load per target in the packing loop; a token's text is < 64 KiB).
+  std::vector<uint32_t> packed;  // [vocab]
+  uint32_t bytes(int32_t id) const { return packed[id] & 0xFFFFu; }
+  uint32_t chars(int32_t id) const { return packed[id] >> 16; }
   /// Decodes every id in [0, vocab) once. `specials`: ids that count 0.
-  /// Throws the tokenizer's error (StatusError) when a decode fails.
+  /// Throws the tokenizer's error (StatusError) when a decode fails, and
+  /// Error(ZC_ERR_UNSUPPORTED) for a token text of 64 KiB or more.
   static TokenLengths build(const sdk::TokenizerRef& tok, uint64_t vocab, const std::vector<int32_t>& specials);
 };
 
@@ -46,15 +50,15 @@ template <class Tok>
 void fill_row(const Tok* w, size_t len, int32_t seq, int32_t pad, int32_t eos, const TokenLengths& lengths,
               int32_t* input, int32_t* target, int32_t* doc, RowCounts& counts) {
   size_t n = len > 0 ? len - 1 : 0;  // positions with a real target
-  const uint32_t* nb = lengths.bytes.data();
-  const uint32_t* nc = lengths.chars.data();
+  const uint32_t* len_of = lengths.packed.data();
   int64_t bytes = 0, chars = 0;
   for (size_t j = 0; j < n; ++j) {
     int32_t t = static_cast<int32_t>(w[j + 1]);
     input[j] = static_cast<int32_t>(w[j]);
     target[j] = t;
-    bytes += nb[t];
-    chars += nc[t];
+    uint32_t l = len_of[t];
+    bytes += l & 0xFFFFu;
+    chars += l >> 16;
   }
   // A 1-token tail window keeps its token as an input with no target, so
   // that every token of the stream still appears in exactly one row.

@@ -415,7 +415,9 @@ class JsonlLoader : public sdk::DataLoader {
     }
     if (!why.empty()) host_.warn("jsonl", "token cache " + path + " is invalid (" + why + "); rebuilding it");
     build_cache(path);
-    cache_ = TokenCache::open(path, key_, why);
+    // A racing process may have renamed its own (equal) file over ours since;
+    // header, size and key are still checked.
+    cache_ = TokenCache::open(path, key_, why, /*verify_payload=*/false);
     if (!cache_) throw Error(ZC_ERR_IO, "token cache " + path + ": unreadable right after writing it (" + why + ")");
   }
 

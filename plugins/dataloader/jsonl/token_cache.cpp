@@ -148,7 +148,8 @@ TokenCache::~TokenCache() {
   if (base_) ::munmap(const_cast<char*>(base_), size_);
 }
 
-std::unique_ptr<TokenCache> TokenCache::open(const std::string& path, const unsigned char key[32], std::string& why) {
+std::unique_ptr<TokenCache> TokenCache::open(const std::string& path, const unsigned char key[32], std::string& why,
+                                             bool verify_payload) {
   why.clear();
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -185,7 +186,7 @@ std::unique_ptr<TokenCache> TokenCache::open(const std::string& path, const unsi
            h.index_offset < h.tokens_offset + h.n_tokens * h.token_bytes || h.index_offset % 8 != 0 ||
            h.meta_offset != h.index_offset + (h.n_docs + 1) * 8 || h.meta_offset + h.meta_bytes != size)
     why = "inconsistent header";
-  else if (crc32_of(0, c->base_ + sizeof(CacheHeader), size - sizeof(CacheHeader)) != h.payload_crc)
+  else if (verify_payload && crc32_of(0, c->base_ + sizeof(CacheHeader), size - sizeof(CacheHeader)) != h.payload_crc)
     why = "payload checksum mismatch (corrupt)";
   else if (c->doc_offsets()[0] != 0 || c->doc_offsets()[h.n_docs] != h.n_tokens)
     why = "inconsistent document index";

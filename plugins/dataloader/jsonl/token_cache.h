@@ -87,7 +87,10 @@ class TokenCache {
   /// Maps `path` and checks magic, version, sizes, key and both CRCs.
   /// Returns nullptr when the file does not exist (`why` left empty) or is
   /// invalid (`why` says what failed: truncated, checksum mismatch, ...).
-  static std::unique_ptr<TokenCache> open(const std::string& path, const unsigned char key[32], std::string& why);
+  /// `verify_payload` false skips the payload CRC (only right after this
+  /// process wrote the file, whose CRC it computed while writing).
+  static std::unique_ptr<TokenCache> open(const std::string& path, const unsigned char key[32], std::string& why,
+                                          bool verify_payload = true);
 
   uint32_t token_bytes() const { return h_.token_bytes; }
   uint64_t n_tokens() const { return h_.n_tokens; }
