@@ -1,0 +1,13 @@
+/* Compiles abi.h as strict C99 and uses a few of its types, so the layout
+ * static asserts run in C too. */
+#include <zcode/abi.h>
+
+size_t zcode_abi_c99_sizes(void);
+size_t zcode_abi_c99_sizes(void) {
+  zc_table_header h;
+  h.struct_size = (uint32_t)sizeof(zc_callback_table);
+  h.kind = ZC_KIND_CALLBACK;
+  h.kind_version = ZC_CALLBACK_TABLE_VERSION;
+  h.reserved = 0;
+  return h.struct_size + sizeof(zc_host_services) + sizeof(zc_manifest);
+}

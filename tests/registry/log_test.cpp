@@ -1,0 +1,82 @@
+// The core logger: format, levels, file sink, thread safety.
+#include <zcode/core/log.h>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace {
+namespace log = zcode::log;
+
+TEST(Log, FormatLikeTheGuide) {
+  EXPECT_EQ(log::format(log::Level::Info, "", "Step 0/500 | loss: 10.23"), "[INFO] Step 0/500 | loss: 10.23");
+  EXPECT_EQ(log::format(log::Level::Warn, "jsonl", "x"), "[WARN] jsonl: x");
+  EXPECT_EQ(log::format(log::Level::Error, "", ""), "[ERROR] ");
+}
+
+TEST(Log, ParseLevel) {
+  EXPECT_EQ(log::parse_level("INFO"), log::Level::Info);
+  EXPECT_EQ(log::parse_level("debug"), log::Level::Debug);
+  EXPECT_EQ(log::parse_level("Warning"), log::Level::Warn);
+  EXPECT_EQ(log::parse_level("WARN"), log::Level::Warn);
+  EXPECT_EQ(log::parse_level("trace"), log::Level::Trace);
+  EXPECT_EQ(log::parse_level("ERROR"), log::Level::Error);
+  EXPECT_FALSE(log::parse_level("verbose").has_value());
+  EXPECT_FALSE(log::parse_level("").has_value());
+}
+
+TEST(Log, FileSinkKeepsDebugConsoleLevelFiltersConsoleOnly) {
+  auto dir = std::filesystem::temp_directory_path() / ("zcode_log_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto file = dir / "logs" / "console.log";
+  log::open_file(file);
+  log::set_console_level(log::Level::Error);
+  log::trace("t");
+  log::debug("d");
+  log::info("i");
+  log::write(log::Level::Warn, "model", "w");
+  log::close_file();
+  log::set_console_level(log::Level::Info);
+  std::ifstream f(file);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_EQ(ss.str(), "[DEBUG] d\n[INFO] i\n[WARN] model: w\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Log, OpenFileInAMissingPlaceThrowsNamingIt) {
+  try {
+    log::open_file("/proc/zcode-no-such-dir/console.log");
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "/proc/zcode-no-such-dir/console.log: cannot open the log file for writing");
+  }
+}
+
+TEST(Log, ConcurrentWritersProduceWholeLines) {
+  std::vector<std::string> lines;
+  int id = log::add_sink([&](log::Level, const std::string& l) { lines.push_back(l); });  // called under the lock
+  log::set_console_enabled(false);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([t] {
+      for (int i = 0; i < 200; ++i) log::write(log::Level::Info, std::string("w").append(std::to_string(t)), std::string("line ").append(std::to_string(i)));
+    });
+  for (auto& t : ts) t.join();
+  log::set_console_enabled(true);
+  log::remove_sink(id);
+  ASSERT_EQ(lines.size(), 800u);
+  std::set<std::string> uniq(lines.begin(), lines.end());
+  EXPECT_EQ(uniq.size(), 800u);
+  EXPECT_TRUE(uniq.count("[INFO] w3: line 199"));
+}
+
+}  // namespace
