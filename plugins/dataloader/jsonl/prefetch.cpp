@@ -57,33 +57,46 @@ void Prefetcher::stop() {
 }
 
 void Prefetcher::worker() {
-  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    work_cv_.wait(lk, [&] { return stopping_ || (!planning_done_ && !free_.empty()); });
-    if (stopping_) return;
-    BatchSlot* s = free_.back();
-    free_.pop_back();
-    uint64_t seq = next_plan_++;
-    bool planned = false;
-    s->error = nullptr;
-    s->end = false;
-    try {
-      planned = source_.plan(*s);  // sequential: under the lock
-    } catch (...) {
-      s->error = std::current_exception();
+    BatchSlot* s = nullptr;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      work_cv_.wait(lk, [&] { return stopping_ || (!planning_done_ && !free_.empty()); });
+      if (stopping_) return;
+      s = free_.back();
+      free_.pop_back();
     }
-    if (!planned) planning_done_ = true;  // end of a finite split, or an error
-    if (planned && !s->error) {
-      lk.unlock();
+    // Planning is sequential (plan_mu_) but does not hold mu_, so the
+    // consumer can take ready batches while a streaming worker tokenizes.
+    uint64_t seq = 0;
+    bool planned = false;
+    {
+      std::lock_guard<std::mutex> plk(plan_mu_);
+      if (planning_done_) {
+        std::lock_guard<std::mutex> lk(mu_);
+        free_.push_back(s);
+        continue;
+      }
+      seq = next_plan_++;
+      s->error = nullptr;
+      s->end = false;
+      try {
+        planned = source_.plan(*s);
+      } catch (...) {
+        s->error = std::current_exception();
+      }
+      if (!planned) planning_done_ = true;  // end of a finite split, or an error
+    }
+    if (planned) {
       try {
         source_.fill(*s);  // concurrent across workers
       } catch (...) {
         s->error = std::current_exception();
+        planning_done_ = true;
       }
-      lk.lock();
-      if (s->error) planning_done_ = true;
     }
     if (!planned && !s->error) s->end = true;
+    std::lock_guard<std::mutex> lk(mu_);
     ready_[seq % ready_.size()] = s;
     ready_cv_.notify_all();
   }

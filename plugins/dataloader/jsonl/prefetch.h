@@ -11,6 +11,7 @@
 
 #include "batch_source.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -55,13 +56,14 @@ class Prefetcher {
   std::exception_ptr failed_;  // sticky error, cleared by seek()
 
   // Threaded mode, guarded by mu_.
-  std::mutex mu_;
+  std::mutex mu_;       // queue state below
+  std::mutex plan_mu_;  // source_.plan and next_plan_: one planner at a time
   std::condition_variable work_cv_, ready_cv_;
   std::vector<std::thread> threads_;
   std::vector<BatchSlot*> free_;
   std::vector<BatchSlot*> ready_;  // ring indexed by seq % slots
   uint64_t next_plan_ = 0, next_take_ = 0;
-  bool planning_done_ = false;  // end reached or an error: plan nothing more
+  std::atomic<bool> planning_done_{false};  // end reached or an error: plan nothing more
   bool stopping_ = false;
   bool running_ = false;
 };
