@@ -119,6 +119,12 @@ int cmd_tokenize(const std::vector<std::string>& args) {
     } else {
       options = "{\"path\":" + json_quote(ref) + "}";
       if (type.empty()) type = ref.size() > 6 && ref.compare(ref.size() - 6, 6, ".model") == 0 ? "sentencepiece" : "bpe";
+      // A folder holding only a SentencePiece model (what `tokenizer train` writes).
+      std::error_code ec;
+      fs::path dir(ref);
+      if (!vm.count("type") && fs::is_directory(dir, ec) && fs::is_regular_file(dir / "tokenizer.model", ec) &&
+          !fs::exists(dir / "tokenizer.json", ec) && !fs::exists(dir / "vocab.json", ec) && !fs::exists(dir / "encoder.json", ec))
+        type = "sentencepiece";
     }
     if (type.empty()) type = "bpe";
     std::string config = experts >= 0 ? "{\"model\":{\"moe_experts\":" + std::to_string(experts) + "}}" : "{}";

@@ -38,7 +38,9 @@ class SentencePieceTokenizer : public sdk::Tokenizer {
     if (nbest_ == 0 || nbest_ < -1)
       sdk::invalid_argument("data.tokenizer.nbest: expected -1 (all segmentations) or >= 1, found " + std::to_string(nbest_));
     if (alpha_ > 0.0) {
-      // SentencePiece keeps one process-wide seed for its per-thread generators.
+      // libsentencepiece keeps one process-wide seed; each thread's generator is seeded from it
+      // at that thread's first draw. So samples are reproducible per run for a thread that starts
+      // drawing after this create (a data-loader worker); the last sampling instance's seed wins.
       seed_ = ctx.host().derive_seed("tokenizer.sentencepiece");
       sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(seed_ ^ (seed_ >> 32)));
     }
