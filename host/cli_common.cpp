@@ -14,7 +14,9 @@ void PluginFlags::add_to(po::options_description& desc) {
        "extra plugin folder, searched before the config's plugin_path, ZCODE_PLUGIN_PATH and the bundled "
        "folder (repeatable)")
       ("allow-insecure-plugin-path", po::bool_switch(&allow_insecure),
-       "accept world-writable plugin files and folders");
+       "accept world-writable plugin files and folders")
+      ("no-bundled-plugins", po::bool_switch(&no_bundled),
+       "do not search the bundled plugin folder (<dir of zcode-host>/../lib/zcode/plugins)");
 }
 
 PluginSearchOptions PluginFlags::search(const std::vector<std::string>& config_paths) const {
@@ -22,6 +24,7 @@ PluginSearchOptions PluginFlags::search(const std::vector<std::string>& config_p
   for (const auto& p : paths) o.cli_paths.emplace_back(p);
   for (const auto& p : config_paths) o.config_paths.emplace_back(p);
   o.allow_insecure = allow_insecure;
+  o.use_default = !no_bundled;
   return o;
 }
 

@@ -18,10 +18,11 @@ namespace po = boost::program_options;
 
 enum : int { kOk = 0, kRuntimeError = 1, kUsageError = 2 };
 
-/// --plugin-path P (repeatable) and --allow-insecure-plugin-path.
+/// --plugin-path P (repeatable), --allow-insecure-plugin-path, --no-bundled-plugins.
 struct PluginFlags {
   std::vector<std::string> paths;
   bool allow_insecure = false;
+  bool no_bundled = false;  // --no-bundled-plugins
   void add_to(po::options_description& desc);
   /// Search options for a Registry; `config_paths` from the config's plugin_path.
   PluginSearchOptions search(const std::vector<std::string>& config_paths = {}) const;

@@ -5,9 +5,7 @@
 
 #include <zcode/core/log.h>
 
-#if ZCODE_HAVE_ENGINE
 #include <zcode/core/engine.h>
-#endif
 
 #include <iostream>
 
@@ -33,7 +31,6 @@ void add_run_options(po::options_description& d, RunFlags& f, bool config_flag) 
   f.plugins.add_to(d);
 }
 
-#if ZCODE_HAVE_ENGINE
 EngineOptions engine_options(const RunFlags& f) {
   EngineOptions o;
   o.plugin_paths = f.plugins.paths;
@@ -43,12 +40,6 @@ EngineOptions engine_options(const RunFlags& f) {
   o.overrides = f.sets;
   o.config_path = f.config;
   return o;
-}
-#endif
-
-int engine_missing(const std::string& cmd) {
-  log::error("zcode-host " + cmd + ": the engine is not built yet (core/src/engine.cpp is missing); the config is valid");
-  return kRuntimeError;
 }
 
 int train_like(const std::string& cmd, const std::vector<std::string>& args, bool config_flag,
@@ -67,12 +58,8 @@ int train_like(const std::string& cmd, const std::vector<std::string>& args, boo
     log::info("Loading config from " + f.config);
     ValidatedConfig vc;
     if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) return *rc;
-#if ZCODE_HAVE_ENGINE
     Engine engine(std::move(vc.config), engine_options(f));
     return engine.run();
-#else
-    return engine_missing(cmd);
-#endif
   } catch (...) {
     return report_current_exception(cmd);
   }
@@ -119,12 +106,8 @@ int cmd_evaluate(const std::vector<std::string>& args) {
   try {
     ValidatedConfig vc;
     if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) return *rc;
-#if ZCODE_HAVE_ENGINE
     Engine engine(std::move(vc.config), engine_options(f));
     return engine.evaluate(checkpoint, split, out);
-#else
-    return engine_missing("evaluate");
-#endif
   } catch (...) {
     return report_current_exception("evaluate");
   }
@@ -153,12 +136,8 @@ int cmd_profile(const std::vector<std::string>& args) {
   try {
     ValidatedConfig vc;
     if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) return *rc;
-#if ZCODE_HAVE_ENGINE
     Engine engine(std::move(vc.config), engine_options(f));
     return engine.profile(steps);
-#else
-    return engine_missing("profile");
-#endif
   } catch (...) {
     return report_current_exception("profile");
   }
