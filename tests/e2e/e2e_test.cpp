@@ -1,0 +1,274 @@
+// End-to-end runs of the real `zcode-host` (fork/exec) with the bundled
+// plugins: a nano GLM-5.2 for a few dozen steps on a tiny corpus.
+//   - every file of the run folder and its fields;
+//   - exact resume: N steps uninterrupted == k steps, SIGTERM (or SIGKILL
+//     after a checkpoint), resume, N steps: per-step losses and final weights
+//     bit-identical;
+//   - a used run folder is refused; evaluate and generate work on the result.
+#include <zcode/core/checkpoint.h>
+#include <zcode/sdk/safetensors.h>
+
+#include <gtest/gtest.h>
+
+#include <rapidjson/document.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kHost = ZCODE_HOST_EXE;
+const fs::path kSrc = ZCODE_SOURCE_DIR;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+rapidjson::Document json_file(const fs::path& p) {
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseFullPrecisionFlag>(slurp(p).c_str());
+  return d;
+}
+
+// What must exist for an end-to-end run; empty when everything is there.
+std::string missing_prerequisites() {
+  if (!fs::exists(kHost)) return "zcode-host is not built";
+  const fs::path plugins = kHost.parent_path().parent_path() / "lib" / "zcode" / "plugins";
+  for (const char* p : {"bpe", "jsonl", "glm52", "optimizers", "schedulers", "lm", "callbacks"})
+    if (!fs::exists(plugins / (std::string("libzcode_") + p + ".so"))) return std::string("plugin libzcode_") + p + ".so is not built";
+  if (!fs::exists(kSrc / "assets/hf/gpt2/vocab.json")) return "assets/hf/gpt2 is missing (run scripts/fetch-assets.sh)";
+  return "";
+}
+
+struct Proc {
+  pid_t pid = -1;
+};
+
+// Starts zcode-host with `args`, stdout+stderr into `log`.
+Proc start(const std::vector<std::string>& args, const fs::path& log) {
+  Proc p;
+  p.pid = fork();
+  if (p.pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(kHost.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(kHost.c_str(), argv.data());
+    _exit(127);
+  }
+  return p;
+}
+
+// Exit code, or 128 + signal.
+int wait_for(Proc p) {
+  int st = 0;
+  waitpid(p.pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int run_host(const std::vector<std::string>& args, const fs::path& log) { return wait_for(start(args, log)); }
+
+class E2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = missing_prerequisites();
+    if (!why.empty()) GTEST_SKIP() << "e2e needs the full build: " << why;
+    dir_ = fs::temp_directory_path() / ("zcode_e2e_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    // A tiny corpus: 60 short documents, every 6th to val.
+    std::ofstream tr(dir_ / "train.jsonl"), va(dir_ / "val.jsonl");
+    const char* words[] = {"alpha", "beta", "gamma", "delta", "sky", "river", "stone", "light", "the", "a"};
+    for (int i = 0; i < 60; ++i) {
+      std::string s;
+      for (int w = 0; w < 12 + i % 7; ++w) s += std::string(w ? " " : "") + words[(i * 7 + w * 3) % 10];
+      (i % 6 == 5 ? va : tr) << "{\"text\": \"" << s << ".\"}\n";
+    }
+  }
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+  }
+
+  // A nano config; `name` is the experiment (run folder) name.
+  fs::path write_config(const std::string& name, int max_steps) {
+    const fs::path p = dir_ / (name + ".yaml");
+    std::ofstream c(p);
+    c << "experiment_name: " << name << "\nseed: 7\n"
+      << "hardware: {accelerator: cpu, num_threads: 1}\n"
+      << "model: {type: GLM5pt2, variant: nano, d_model: 32, n_layers: 2, n_heads: 2, n_kv_heads: 1, head_dim: 16,\n"
+      << "        moe_experts: 4, moe_top_k: 2, moe_ffn_hidden: 32, ffn_hidden: 64, max_seq_len: 32}\n"
+      << "data: {train_path: " << (dir_ / "train.jsonl").string() << ", val_path: " << (dir_ / "val.jsonl").string()
+      << ", tokenizer: " << (kSrc / "assets/hf/gpt2").string() << ", batch_size: 2, num_workers: 0, cache_dir: "
+      << (dir_ / "cache").string() << "}\n"
+      << "optimizer: {name: AdamW, lr: 0.003, weight_decay: 0.01}\n"
+      << "scheduler: {type: cosine_with_warmup, warmup_steps: 2}\n"
+      << "training: {max_steps: " << max_steps
+      << ", gradient_accumulation: 2, clip_grad_norm: 1.0, eval_every: 6, save_every: 4, keep_last_n: 2, log_every: 1}\n"
+      << "logging: {console_log_level: INFO, output_dir: " << (dir_ / "outputs").string() << "}\n"
+      << "evaluation: {plugins: [lm], split: val, batch_size: 2}\n";
+    return p;
+  }
+  fs::path run_dir(const std::string& name) const { return dir_ / "outputs" / name; }
+
+  // Per-step train losses from metrics.json (log_every 1 keeps every step).
+  std::vector<std::pair<uint64_t, double>> losses(const std::string& name) {
+    auto d = json_file(run_dir(name) / "metrics.json");
+    std::vector<std::pair<uint64_t, double>> out;
+    if (!d.IsObject()) return out;
+    for (const auto& e : d["history"]["train"].GetArray()) out.emplace_back(e["step"].GetUint64(), e["loss"].GetDouble());
+    return out;
+  }
+
+  // The final model weights, tensor by tensor.
+  std::map<std::string, std::string> weights(const std::string& name) {
+    auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir(name)));
+    std::map<std::string, std::string> w;
+    for (const auto& t : ck.model->tensors()) w[t.name] = std::string(reinterpret_cast<const char*>(t.data), t.nbytes);
+    return w;
+  }
+
+  // Waits until `pred` holds (polling), up to `seconds`.
+  template <class F>
+  bool wait_until(F pred, int seconds) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(E2E, RunFolderHasEveryFileAndField) {
+  const fs::path cfg = write_config("full", 12);
+  ASSERT_EQ(run_host({"run", cfg.string()}, dir_ / "full.log"), 0) << slurp(dir_ / "full.log");
+  const fs::path rd = run_dir("full");
+  const std::string log = slurp(dir_ / "full.log");
+  EXPECT_NE(log.find("[INFO] Step 1/12 | loss: "), std::string::npos) << log;
+  EXPECT_NE(log.find("Training complete. Best val loss: "), std::string::npos) << log;
+  // config.yaml: the resolved config.
+  const std::string yaml = slurp(rd / "config.yaml");
+  EXPECT_NE(yaml.find("experiment_name"), std::string::npos);
+  EXPECT_NE(yaml.find("full"), std::string::npos);
+  // logs/console.log mirrors the console.
+  EXPECT_NE(slurp(rd / "logs/console.log").find("Step 12/12"), std::string::npos);
+  // checkpoints: cadence 4 with keep_last_n 2 -> step_8, step_12; latest -> step_12.
+  auto cks = zcode::ckpt::list_checkpoints(rd / "checkpoints");
+  ASSERT_EQ(cks.size(), 2u);
+  EXPECT_EQ(cks[0].first, 8u);
+  EXPECT_EQ(cks[1].first, 12u);
+  EXPECT_EQ(slurp(rd / "checkpoints/latest"), "step_12\n");
+  auto ck = zcode::ckpt::load_checkpoint(cks[1].second);  // verifies every SHA-256
+  EXPECT_EQ(ck.step, 12u);
+  EXPECT_NE(ck.model->find("embed.weight"), nullptr);
+  EXPECT_GT(ck.optimizer->tensors().size(), 0u);
+  auto st = json_file(cks[1].second / "state.json");
+  ASSERT_TRUE(st.IsObject());
+  EXPECT_EQ(st["step"].GetUint64(), 12u);
+  for (const char* k : {"model", "optimizer", "scheduler", "data.train", "tokenizer"})
+    EXPECT_TRUE(st["stages"].HasMember(k)) << k;
+  EXPECT_EQ(std::string(st["config_sha256"].GetString()).size(), 64u);
+  EXPECT_TRUE(st["config"].IsObject());
+  EXPECT_TRUE(st["git_commit"].IsString());
+  EXPECT_TRUE(st["environment"]["cpu_model"].IsString());
+  EXPECT_TRUE(st["environment"]["num_threads"].IsInt());
+  EXPECT_EQ(std::string(st["files"]["model.safetensors"].GetString()),
+            zcode::ckpt::sha256_file(cks[1].second / "model.safetensors"));
+  EXPECT_TRUE(st["engine"]["tokens_seen"].IsNumber());
+  // metrics.json: final and best train/val metrics and history.
+  auto m = json_file(rd / "metrics.json");
+  ASSERT_TRUE(m.IsObject());
+  EXPECT_TRUE(m["final"]["train"]["loss"].IsNumber());
+  for (const char* k : {"loss", "perplexity", "bits_per_byte", "bits_per_char", "accuracy"})
+    EXPECT_TRUE(m["final"]["val"][k].IsNumber()) << k;
+  EXPECT_NEAR(m["final"]["val"]["perplexity"].GetDouble(), std::exp(m["final"]["val"]["loss"].GetDouble()), 1e-9 * m["final"]["val"]["perplexity"].GetDouble());
+  EXPECT_TRUE(m["best"]["val_loss"].IsNumber());
+  EXPECT_EQ(m["history"]["train"].Size(), 12u);
+  EXPECT_EQ(m["history"]["val"].Size(), 2u);  // steps 6 and 12
+  auto l = losses("full");
+  EXPECT_LT(l.back().second, l.front().second) << "the loss did not go down in 12 steps";
+  // model_card.md
+  const std::string card = slurp(rd / "model_card.md");
+  EXPECT_NE(card.find("# Model card: full"), std::string::npos) << card;
+  EXPECT_NE(card.find("train.jsonl"), std::string::npos) << card;
+  EXPECT_NE(card.find("kWh"), std::string::npos);
+  EXPECT_NE(card.find("active per token"), std::string::npos);
+  EXPECT_NE(card.find("| perplexity |"), std::string::npos) << card;
+  // A second run into the same folder is refused (exit 2) and changes nothing.
+  const std::string before = slurp(rd / "metrics.json");
+  EXPECT_EQ(run_host({"run", cfg.string()}, dir_ / "again.log"), 2);
+  EXPECT_NE(slurp(dir_ / "again.log").find("run folder already used"), std::string::npos) << slurp(dir_ / "again.log");
+  EXPECT_EQ(slurp(rd / "metrics.json"), before);
+  // evaluate reproduces the final val numbers from the checkpoint.
+  const fs::path out = dir_ / "eval.json";
+  ASSERT_EQ(run_host({"evaluate", "--config", cfg.string(), "--checkpoint", "latest", "--split", "val", "--out", out.string()},
+                     dir_ / "eval.log"), 0) << slurp(dir_ / "eval.log");
+  auto ev = json_file(out);
+  EXPECT_EQ(ev["metrics"]["loss"].GetDouble(), m["final"]["val"]["loss"].GetDouble());
+  // generate: greedy twice gives the same text; exit 0.
+  const fs::path ckdir = cks[1].second;
+  ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5"},
+                     dir_ / "gen1.log"), 0) << slurp(dir_ / "gen1.log");
+  ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5"},
+                     dir_ / "gen2.log"), 0);
+  EXPECT_EQ(slurp(dir_ / "gen1.log"), slurp(dir_ / "gen2.log"));
+}
+
+void expect_same_run(E2E* t, const std::vector<std::pair<uint64_t, double>>& a, const std::vector<std::pair<uint64_t, double>>& b,
+                     const std::map<std::string, std::string>& wa, const std::map<std::string, std::string>& wb) {
+  (void)t;
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second, b[i].second) << "loss differs at step " << a[i].first;  // bit-identical
+  }
+  ASSERT_EQ(wa.size(), wb.size());
+  for (const auto& [name, bytes] : wa) EXPECT_TRUE(wb.at(name) == bytes) << "weights differ: " << name;
+}
+
+TEST_F(E2E, ExactResumeAfterSigterm) {
+  const int N = 12;
+  ASSERT_EQ(run_host({"run", write_config("straight", N).string()}, dir_ / "a.log"), 0) << slurp(dir_ / "a.log");
+  const fs::path cfg = write_config("stopped", N);
+  Proc p = start({"run", cfg.string()}, dir_ / "b1.log");
+  ASSERT_TRUE(wait_until([&] { return slurp(dir_ / "b1.log").find("Step 5/12") != std::string::npos; }, 300));
+  kill(p.pid, SIGTERM);
+  EXPECT_EQ(wait_for(p), 130) << slurp(dir_ / "b1.log");
+  EXPECT_NE(slurp(dir_ / "b1.log").find("Stopped on request"), std::string::npos);
+  ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest"}, dir_ / "b2.log"), 0) << slurp(dir_ / "b2.log");
+  expect_same_run(this, losses("straight"), losses("stopped"), weights("straight"), weights("stopped"));
+}
+
+TEST_F(E2E, ExactResumeAfterSigkill) {
+  const int N = 12;
+  ASSERT_EQ(run_host({"run", write_config("straight", N).string()}, dir_ / "a.log"), 0) << slurp(dir_ / "a.log");
+  const fs::path cfg = write_config("killed", N);
+  Proc p = start({"run", cfg.string()}, dir_ / "c1.log");
+  // Kill for real once the step-4 checkpoint exists and training went on.
+  ASSERT_TRUE(wait_until([&] { return slurp(dir_ / "c1.log").find("Step 6/12") != std::string::npos; }, 300));
+  kill(p.pid, SIGKILL);
+  EXPECT_EQ(wait_for(p), 128 + SIGKILL);
+  ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest"}, dir_ / "c2.log"), 0) << slurp(dir_ / "c2.log");
+  EXPECT_NE(slurp(dir_ / "c2.log").find("Resumed from"), std::string::npos);
+  expect_same_run(this, losses("straight"), losses("killed"), weights("straight"), weights("killed"));
+}
+
+}  // namespace
