@@ -66,8 +66,11 @@ std::optional<int> load_and_validate(const std::string& path, const std::vector<
       }
       log::set_console_level(static_cast<log::Level>(host_only.logging().console_log_level));
     }
+    // With host-level errors plugin_path is not trusted, but every plugin
+    // error is still reported (from the other folders), so the user sees
+    // every problem at once.
     out.registry = std::make_unique<Registry>(flags.search(config_paths));
-    if (errors.empty()) errors = out.config.check(out.registry.get());
+    errors = out.config.check(out.registry.get());
     if (!errors.empty()) {
       log::error(path + ": " + std::to_string(errors.size()) + " config error(s)");
       for (const ConfigError& e : errors) log::error("  " + e.str());
