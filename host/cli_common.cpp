@@ -59,11 +59,9 @@ std::optional<int> load_and_validate(const std::string& path, const std::vector<
     if (errors.empty()) {
       HarnessConfig host_only = out.config;
       host_only.validate(nullptr);
-      std::filesystem::path base = std::filesystem::path(path).parent_path();
-      for (const std::string& p : host_only.plugin_path()) {
-        std::filesystem::path pp(p);
-        config_paths.push_back(pp.is_absolute() || base.empty() ? p : (base / pp).string());
-      }
+      // As given (relative to the working directory), like data paths and
+      // like the Engine's own registry.
+      config_paths = host_only.plugin_path();
       log::set_console_level(static_cast<log::Level>(host_only.logging().console_log_level));
     }
     // With host-level errors plugin_path is not trusted, but every plugin

@@ -52,8 +52,9 @@ struct ValidatedConfig {
 
 /// Loads and validates. On failure prints every error (one per line) and
 /// returns kUsageError; never throws for bad config content. Relative
-/// entries of the config's plugin_path are taken relative to the config
-/// file's folder. Sets the console log level from logging.console_log_level.
+/// entries of the config's plugin_path are relative to the working
+/// directory (as data paths are). Sets the console log level from
+/// logging.console_log_level.
 std::optional<int> load_and_validate(const std::string& path, const std::vector<std::string>& sets,
                                      const PluginFlags& flags, ValidatedConfig& out);
 
