@@ -11,6 +11,26 @@
 #include <cmath>
 
 namespace zcode::optim {
+namespace {
+
+// Applies w ← w·decay − α·(Û or M), Û = u·clip, for one range where
+// u = g·row_scale·col_scale[j] (factored row) or g/√v (v non-null).
+// mom (or nullptr) is the first moment M.
+void adafactor_apply(float* __restrict w, const float* __restrict g, const float* __restrict col_scale,
+                     float row_scale, const float* __restrict v, float* __restrict mom, int64_t n, float clip,
+                     float decay, float alpha, float b1, float omb1) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float u = (v ? g[j] / std::sqrt(v[j]) : g[j] * row_scale * col_scale[j]) * clip;
+    float step = u;
+    if (mom) {
+      step = b1 * mom[j] + omb1 * u;
+      mom[j] = step;
+    }
+    w[j] = w[j] * decay - alpha * step;
+  }
+}
+
+}  // namespace
 
 Adafactor::Adafactor(const sdk::CreateContext& ctx)
     : OptimizerBase(ctx, "adafactor", 0.0,
@@ -74,8 +94,8 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
   for (size_t i = 0; i < slots_.size(); ++i) {
     const ParamSlot& s = slots_[i];
     const Factored& f = f_[i];
-    float* __restrict w = s.w;
-    const float* __restrict g = s.g;
+    float* w = s.w;
+    const float* g = s.g;
 
     double rho;
     if (relative_step_) {
@@ -158,31 +178,20 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
     const float decay = static_cast<float>(1.0 - alpha * s.weight_decay);
     const float a = static_cast<float>(alpha);
     const float b1 = static_cast<float>(beta1_), omb1 = static_cast<float>(1.0 - beta1_);
-    float* __restrict mom = use_beta1_ ? buf(f.mom) : nullptr;
-    // Apply: w ← w·(1 − αλ) − α·(Û or M).
-    auto apply = [&](int64_t j, float u_hat) {
-      if (mom) {
-        const float mj = b1 * mom[j] + omb1 * u_hat;
-        mom[j] = mj;
-        w[j] = w[j] * decay - a * mj;
-      } else {
-        w[j] = w[j] * decay - a * u_hat;
-      }
-    };
+    float* mom = use_beta1_ ? buf(f.mom) : nullptr;
     if (f.factored) {
       const int64_t R = f.rows, C = f.cols;
       const float* rs = row_scale_.data();
       const float* cs = col_scale_.data();
       parallel_ranges(f.batch * R, threads_, [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q) {
-          const float* csb = cs + (q / R) * C;
-          for (int64_t c = 0; c < C; ++c) apply(q * C + c, (g[q * C + c] * rs[q] * csb[c]) * clip);
-        }
+        for (int64_t q = q0; q < q1; ++q)
+          adafactor_apply(w + q * C, g + q * C, cs + (q / R) * C, rs[q], nullptr, mom ? mom + q * C : nullptr, C, clip,
+                          decay, a, b1, omb1);
       }, C);
     } else {
       const float* v = buf(f.full);
       parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) apply(j, (g[j] / std::sqrt(v[j])) * clip);
+        adafactor_apply(w + b, g + b, nullptr, 1.0f, v + b, mom ? mom + b : nullptr, e - b, clip, decay, a, b1, omb1);
       });
     }
   }

@@ -5,6 +5,22 @@
 #include <cmath>
 
 namespace zcode::optim {
+namespace {
+
+// One contiguous range of one tensor: w, g, m, v are [n].
+void adamw_kernel(float* __restrict w, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n,
+                  float b1, float b2, float omb1, float omb2, float decay, float step_size, float bc2_sqrt, float eps) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float gj = g[j];
+    const float mj = m[j] * b1 + omb1 * gj;
+    const float vj = v[j] * b2 + omb2 * gj * gj;
+    m[j] = mj;
+    v[j] = vj;
+    w[j] = w[j] * decay - step_size * (mj / (std::sqrt(vj) / bc2_sqrt + eps));
+  }
+}
+
+}  // namespace
 
 AdamW::AdamW(const sdk::CreateContext& ctx) : OptimizerBase(ctx, "adamw", 0.01 /* torch.optim.AdamW */, {"betas", "eps"}) {
   read_betas(opts_, beta1_, beta2_);
@@ -27,19 +43,12 @@ void AdamW::step(double lr, uint64_t /*step*/) {
     const double plr = lr * s.lr_mult;
     const float decay = static_cast<float>(1.0 - plr * s.weight_decay);
     const float step_size = static_cast<float>(plr / (1.0 - std::pow(beta1_, t)));
-    float* __restrict w = s.w;
-    const float* __restrict g = s.g;
-    float* __restrict m = buf(m_[i]);
-    float* __restrict v = buf(v_[i]);
+    float* w = s.w;
+    const float* g = s.g;
+    float* m = buf(m_[i]);
+    float* v = buf(v_[i]);
     parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j) {
-        const float gj = g[j];
-        const float mj = m[j] * b1 + omb1 * gj;
-        const float vj = v[j] * b2 + omb2 * gj * gj;
-        m[j] = mj;
-        v[j] = vj;
-        w[j] = w[j] * decay - step_size * (mj / (std::sqrt(vj) / bc2_sqrt + eps));
-      }
+      adamw_kernel(w + b, g + b, m + b, v + b, e - b, b1, b2, omb1, omb2, decay, step_size, bc2_sqrt, eps);
     });
   }
 }

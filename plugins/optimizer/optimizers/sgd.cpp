@@ -3,6 +3,25 @@
 #include "parallel.h"
 
 namespace zcode::optim {
+namespace {
+
+// One range of one tensor: w, g, b (momentum buffer or nullptr) are [n];
+// shift (or nullptr) is subtracted from d elementwise (a row of column means).
+void sgd_kernel(float* __restrict w, const float* __restrict g, float* __restrict b, const double* __restrict shift,
+                int64_t n, float wd, float lr, float mu, float omd, bool first, bool nesterov) {
+  for (int64_t j = 0; j < n; ++j) {
+    float d = g[j] + wd * w[j];
+    if (shift) d = static_cast<float>(d - shift[j]);
+    if (b) {
+      const float bj = first ? d : b[j] * mu + omd * d;
+      b[j] = bj;
+      d = nesterov ? d + mu * bj : bj;
+    }
+    w[j] -= lr * d;
+  }
+}
+
+}  // namespace
 
 Sgd::Sgd(const sdk::CreateContext& ctx) : Sgd(ctx, "sgd", 0.0) {}
 
@@ -25,21 +44,18 @@ void Sgd::update(size_t i, double lr, const double* col_shift) {
   const float a = static_cast<float>(lr * s.lr_mult);
   const float mu = static_cast<float>(momentum_), omd = static_cast<float>(1.0 - dampening_);
   const bool first = step_ == 1;
-  const int64_t cols = s.shape.empty() ? 1 : s.shape.back();
-  float* __restrict w = s.w;
-  const float* __restrict g = s.g;
-  float* __restrict b = momentum_ > 0.0 ? buf(buf_[i]) : nullptr;
+  float* w = s.w;
+  const float* g = s.g;
+  float* b = momentum_ > 0.0 ? buf(buf_[i]) : nullptr;
+  if (col_shift) {  // a [rows, cols] router: one kernel call per row, shift = the column means
+    const int64_t cols = s.shape.back(), rows = s.n / cols;
+    for (int64_t r = 0; r < rows; ++r)
+      sgd_kernel(w + r * cols, g + r * cols, b ? b + r * cols : nullptr, col_shift, cols, wd, a, mu, omd, first,
+                 nesterov_);
+    return;
+  }
   parallel_ranges(s.n, threads_, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j) {
-      float d = wd != 0.0f ? g[j] + wd * w[j] : g[j];
-      if (col_shift) d = static_cast<float>(d - col_shift[j % cols]);
-      if (b) {
-        const float bj = first ? d : b[j] * mu + omd * d;
-        b[j] = bj;
-        d = nesterov_ ? d + mu * bj : bj;
-      }
-      w[j] -= a * d;
-    }
+    sgd_kernel(w + lo, g + lo, b ? b + lo : nullptr, nullptr, hi - lo, wd, a, mu, omd, first, nesterov_);
   });
 }
 

@@ -6,6 +6,24 @@
 #include <cmath>
 
 namespace zcode::optim {
+namespace {
+
+// One range of one tensor: w, g, m, h are [n].
+void sophia_kernel(float* __restrict w, const float* __restrict g, float* __restrict m, const float* __restrict h,
+                   int64_t n, float b1, float omb1, float gamma, float eps, float decay, float lr) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float mj = b1 * m[j] + omb1 * g[j];
+    m[j] = mj;
+    const float ratio = std::clamp(mj / std::max(gamma * h[j], eps), -1.0f, 1.0f);
+    w[j] = w[j] * decay - lr * ratio;
+  }
+}
+
+void hessian_kernel(float* __restrict h, const float* __restrict g, int64_t n, float b2, float scale) {
+  for (int64_t j = 0; j < n; ++j) h[j] = b2 * h[j] + scale * (g[j] * g[j]);
+}
+
+}  // namespace
 
 Sophia::Sophia(const sdk::CreateContext& ctx)
     : OptimizerBase(ctx, "sophia", 0.1 /* the authors' SophiaG default */,
@@ -32,11 +50,9 @@ void Sophia::update_hessian(int64_t num_tokens) {
   const float scale = static_cast<float>((1.0 - beta2_) * static_cast<double>(num_tokens));
   for (size_t i = 0; i < slots_.size(); ++i) {
     const ParamSlot& s = slots_[i];
-    const float* __restrict g = s.g;
-    float* __restrict h = buf(h_[i]);
-    parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j) h[j] = b2 * h[j] + scale * (g[j] * g[j]);
-    });
+    const float* g = s.g;
+    float* h = buf(h_[i]);
+    parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) { hessian_kernel(h + b, g + b, e - b, b2, scale); });
   }
   ++hessian_updates_;
 }
@@ -50,17 +66,12 @@ void Sophia::step(double lr, uint64_t /*step*/) {
     const double plr = lr * s.lr_mult;
     const float decay = static_cast<float>(1.0 - plr * s.weight_decay);
     const float a = static_cast<float>(plr);
-    float* __restrict w = s.w;
-    const float* __restrict g = s.g;
-    float* __restrict m = buf(m_[i]);
-    const float* __restrict h = buf(h_[i]);
+    float* w = s.w;
+    const float* g = s.g;
+    float* m = buf(m_[i]);
+    const float* h = buf(h_[i]);
     parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j) {
-        const float mj = b1 * m[j] + omb1 * g[j];
-        m[j] = mj;
-        const float ratio = std::clamp(mj / std::max(gamma * h[j], eps), -1.0f, 1.0f);
-        w[j] = w[j] * decay - a * ratio;
-      }
+      sophia_kernel(w + b, g + b, m + b, h + b, e - b, b1, omb1, gamma, eps, decay, a);
     });
   }
 }
