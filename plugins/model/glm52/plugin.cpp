@@ -72,10 +72,10 @@ class Glm52 : public zcode::sdk::Model {
                             " experts, top_k=" + std::to_string(cfg_.moe_top_k) + ": " + std::to_string(total) +
                             " parameters (" + std::to_string(active) + " active per token), " +
                             std::to_string(threads_) + " threads, OpenBLAS " + zcode::kernels::blas_threading());
+    if (const std::string w = zcode::kernels::blas_core_warning(); !w.empty()) host_.warn("glm52", w);
     if (zcode::kernels::blas_threading() == "pthread" && threads_ > 1)
       host_.warn("glm52", "OpenBLAS is its pthread build: its threads and OpenMP's contend for the cores; "
                           "install libopenblas0-openmp (scripts/install-deps.sh)");
-    std::string names;
     metric_names_.clear();
     for (int e = 0; e < cfg_.moe_experts; ++e) metric_names_.push_back("moe_load_" + std::to_string(e));
     metrics_.moe_load.reserve(static_cast<size_t>(cfg_.moe_experts));

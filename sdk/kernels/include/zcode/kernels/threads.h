@@ -19,4 +19,14 @@ void set_blas_num_threads(int n);
 /// pools that spin against each other; see CMakeLists.txt.
 std::string blas_threading();
 
+/// OpenBLAS's kernel family (openblas_get_corename), e.g. "SkylakeX".
+std::string blas_core();
+
+/// A one-line warning when OpenBLAS runs generic kernels on a CPU that has
+/// AVX2/AVX-512 (OpenBLAS 0.3.21 detects the family-6 model-207 Xeon of our
+/// build machine as "Prescott": sgemm 3 instead of ~24 GFLOP/s on 2 loaded
+/// cores, measured). Empty when all is well. The fix is the environment
+/// variable OPENBLAS_CORETYPE (read when OpenBLAS loads), e.g. SkylakeX.
+std::string blas_core_warning();
+
 }  // namespace zcode::kernels

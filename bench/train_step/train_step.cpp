@@ -1,0 +1,307 @@
+// bench_train_step: tokens/s of a full glm52 training step (forward,
+// backward, fused AdamW) and of the forward alone, batch 8 × seq 256 on 2
+// threads, for (a) a dense and (b) an MoE configuration, next to, in the same
+// run: the PyTorch peer (/work/shared/peers/torch_lm_bench.py) as installed and
+// tuned, and cblas_sgemm's peak at 2048³. Prints every figure, peak RSS against
+// the analytic need, and, last, the ratio against tuned PyTorch.
+//
+//   bench_train_step [--threads 2] [--steps 10] [--warmup 3] [--no-peers] [--config dense|moe|both]
+#include "config.h"
+#include "model.h"
+
+#include <zcode/kernels/threads.h>
+
+#include <omp.h>
+#include <unistd.h>
+#include <rapidjson/document.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+const int kB = 8, kT = 256, kV = 50257;
+
+struct Figures {
+  double train_tok_s = 0, fwd_tok_s = 0, train_gflops = 0, fwd_gflops = 0, step_ms = 0;
+  double peak_rss_mb = 0, analytic_mb = 0;
+  bool ok = false;
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// VmHWM of this process in MiB.
+double peak_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  return 0;
+}
+void reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+}
+
+std::string run_cmd(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  pclose(p);
+  return out;
+}
+
+/// Model FLOPs per token, the peer's convention: 6·N_matmul_active + 12·L·T·d
+/// for training and 2·N + 4·L·T·d forward (attention counted non-causal).
+void flops_per_token(const glm52::Config& c, double& train, double& fwd) {
+  const double d = c.d_model, L = c.n_layers, T = kT;
+  double n = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    n += d * c.head_dim * (2.0 * c.n_heads + 2.0 * c.n_kv_heads);
+    n += c.is_moe(l) ? c.moe_top_k * 3.0 * d * c.moe_ffn_hidden + d * c.moe_experts : 3.0 * d * c.ffn_hidden;
+  }
+  n += static_cast<double>(c.vocab_size) * d;
+  train = 6 * n + 12 * L * T * d;
+  fwd = 2 * n + 4 * L * T * d;
+}
+
+Figures measure(const char* name, const std::string& json, int threads, int warmup, int steps) {
+  zcode::kernels::set_num_threads(threads);
+  reset_peak_rss();
+  zcode::sdk::Options mo(json.c_str(), "model"), co("{}", "config");
+  const glm52::Config cfg = glm52::Config::resolve(mo, co, 0);
+  glm52::Model<float> model(cfg, 1337);
+  const int64_t n = model.num_elements();
+  // AdamW state (Loshchilov & Hutter 2019, Alg. 2), allocated once.
+  std::vector<float> m1(static_cast<size_t>(n), 0.f), m2(static_cast<size_t>(n), 0.f);
+  std::mt19937 rng(0);
+  std::vector<std::vector<int32_t>> ids(4), tg(4);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < kB * kT; ++j) {
+      ids[i].push_back(static_cast<int32_t>(rng() % kV));
+      tg[i].push_back(static_cast<int32_t>(rng() % kV));
+    }
+  glm52::StepMetrics met;
+  int it = 0;
+  std::vector<double> losses;
+  auto train_step = [&] {
+    glm52::BatchView b{ids[it % 4].data(), tg[it % 4].data(), nullptr, kB, kT};
+    ++it;
+    model.zero_grad();
+    model.forward_backward(b, kB * kT, 1.0, false, 0, met);
+    losses.push_back(met.loss);
+    const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+    const float c1 = 1.f / (1.f - std::pow(b1, static_cast<float>(it))), c2 = 1.f / (1.f - std::pow(b2, static_cast<float>(it)));
+    for (const glm52::ParamInfo& p : model.param_infos()) {
+      const float wdk = (p.flags & ZC_PARAM_NO_DECAY) ? 0.f : 0.1f;
+      float *w = model.params() + p.offset, *g = model.grads() + p.offset, *pm = m1.data() + p.offset,
+            *pv = m2.data() + p.offset;
+#pragma omp parallel for schedule(static) if (p.numel > 65536)
+      for (int64_t i = 0; i < p.numel; ++i) {
+        pm[i] = b1 * pm[i] + (1 - b1) * g[i];
+        pv[i] = b2 * pv[i] + (1 - b2) * g[i] * g[i];
+        w[i] -= lr * (pm[i] * c1 / (std::sqrt(pv[i] * c2) + eps) + wdk * w[i]);
+      }
+    }
+  };
+  std::vector<float> lp(kB * kT);
+  auto fwd_step = [&] {
+    glm52::BatchView b{ids[it % 4].data(), tg[it % 4].data(), nullptr, kB, kT};
+    ++it;
+    model.forward_logprobs(b, lp.data());
+  };
+  auto timeit = [&](auto&& f) {
+    for (int i = 0; i < warmup; ++i) f();
+    std::vector<double> t;
+    for (int i = 0; i < steps; ++i) {
+      const double t0 = now_s();
+      f();
+      t.push_back(now_s() - t0);
+    }
+    return median(t);
+  };
+  Figures fg;
+  const double tr = timeit(train_step);
+  const double rss = peak_rss_mb();
+  const double fw = timeit(fwd_step);
+  double ftr = 0, ffw = 0;
+  flops_per_token(cfg, ftr, ffw);
+  fg.step_ms = tr * 1e3;
+  fg.train_tok_s = kB * kT / tr;
+  fg.fwd_tok_s = kB * kT / fw;
+  fg.train_gflops = ftr * kB * kT / tr / 1e9;
+  fg.fwd_gflops = ffw * kB * kT / fw / 1e9;
+  fg.peak_rss_mb = rss;
+  fg.analytic_mb = (4.0 * n * sizeof(float) + static_cast<double>(model.activation_bytes(kB, kT))) / (1 << 20);
+  fg.ok = std::isfinite(losses.back());
+  std::printf("zcode %-5s: train %7.1f tok/s (%6.1f ms/step, %6.1f GFLOP/s) | fwd %7.1f tok/s (%6.1f GFLOP/s) | "
+              "loss %.4f -> %.4f | peak RSS %6.1f MiB, analytic %6.1f MiB (weights+grads+2 Adam moments %.1f, "
+              "activations kept %.1f), workspace %.1f MiB\n",
+              name, fg.train_tok_s, fg.step_ms, fg.train_gflops, fg.fwd_tok_s, fg.fwd_gflops, losses.front(),
+              losses.back(), fg.peak_rss_mb, fg.analytic_mb, 4.0 * n * sizeof(float) / (1 << 20),
+              model.activation_bytes(kB, kT) / double(1 << 20), model.workspace_bytes() / double(1 << 20));
+  std::fflush(stdout);
+  return fg;
+}
+
+struct Peer {
+  double train_tok_s = 0, fwd_tok_s = 0, train_gflops = 0, rss_mb = 0;
+  bool ok = false;
+};
+
+Peer torch_peer(const char* config, bool tuned, int threads, int warmup, int steps) {
+  const std::string tmp = "/tmp/zcode_bench_torch_" + std::to_string(getpid()) + ".json";
+  const std::string rss = tmp + ".rss";
+  std::remove(tmp.c_str());
+  std::string env = "OMP_NUM_THREADS=" + std::to_string(threads) + " ";
+  if (tuned)
+    env += "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 "
+           "MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
+  const std::string cmd = env + "/usr/bin/time -f %M -o " + rss + " /usr/bin/python3 " ZCODE_PEERS_DIR "/torch_lm_bench.py --config " +
+                          config + " --threads " + std::to_string(threads) + " --warmup " + std::to_string(warmup) +
+                          " --steps " + std::to_string(steps) + " --json " + tmp + " > /dev/null 2>&1";
+  std::system(cmd.c_str());
+  Peer p;
+  std::ifstream f(tmp);
+  std::string line;
+  if (!std::getline(f, line)) return p;
+  rapidjson::Document d;
+  d.Parse(line.c_str());
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("train_tok_s")) return p;
+  p.train_tok_s = d["train_tok_s"].GetDouble();
+  p.fwd_tok_s = d.HasMember("fwd_tok_s") ? d["fwd_tok_s"].GetDouble() : 0;
+  p.train_gflops = d["train_gflops"].GetDouble();
+  std::ifstream r(rss);
+  double kb = 0;
+  r >> kb;
+  p.rss_mb = kb / 1024.0;
+  p.ok = true;
+  std::remove(tmp.c_str());
+  std::remove(rss.c_str());
+  std::printf("pytorch %-5s %-12s: train %7.1f tok/s (%6.1f GFLOP/s) | fwd %7.1f tok/s | peak RSS %6.1f MiB\n", config,
+              tuned ? "tuned" : "as installed", p.train_tok_s, p.train_gflops, p.fwd_tok_s, p.rss_mb);
+  std::fflush(stdout);
+  return p;
+}
+
+double sgemm_peak(int threads) {
+  const std::string dir = "/tmp/zcode_bench_sgemm_" + std::to_string(getpid());
+  run_cmd("mkdir -p " + dir + " && gcc -O2 -march=native " ZCODE_PEERS_DIR "/sgemm_bench.c -o " + dir +
+          "/sgemm -lopenblas 2>&1");
+  const std::string out = run_cmd("OPENBLAS_NUM_THREADS=" + std::to_string(threads) + " " + dir + "/sgemm " +
+                                  std::to_string(threads) + " 10 2>&1");
+  run_cmd("rm -rf " + dir);
+  std::istringstream is(out);
+  std::string line;
+  while (std::getline(is, line))
+    if (line.find("M= 2048 N= 2048 K= 2048") != std::string::npos) {
+      const size_t a = line.find("-> ");
+      if (a != std::string::npos) return std::atof(line.c_str() + a + 3);
+    }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, steps = 10, warmup = 3;
+  bool peers = true;
+  std::string which = "both";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_train_step: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--threads") threads = std::atoi(next().c_str());
+    else if (a == "--steps") steps = std::atoi(next().c_str());
+    else if (a == "--warmup") warmup = std::atoi(next().c_str());
+    else if (a == "--no-peers") peers = false;
+    else if (a == "--config") which = next();
+    else {
+      std::fprintf(stderr, "bench_train_step: unknown argument '%s' (see the header of train_step.cpp)\n", a.c_str());
+      return 2;
+    }
+  }
+  // OpenBLAS misdetects some CPUs as "Prescott" (generic kernels, ~8x slower,
+  // see zcode/kernels/threads.h). Fix it for this process and the peers
+  // alike: set OPENBLAS_CORETYPE and start again (it is read at load time).
+  if (!zcode::kernels::blas_core_warning().empty() && !std::getenv("OPENBLAS_CORETYPE")) {
+    const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
+    std::printf("bench_train_step: OpenBLAS detected '%s'; restarting with OPENBLAS_CORETYPE=%s (peers get it too)\n",
+                zcode::kernels::blas_core().c_str(), core);
+    std::fflush(stdout);
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);
+  }
+  zcode::kernels::set_num_threads(threads);
+  std::printf("bench_train_step: OpenBLAS core %s, OPENBLAS_CORETYPE=%s\n", zcode::kernels::blas_core().c_str(),
+              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
+  std::printf("bench_train_step: batch %d x seq %d, vocab %d, %d threads, OpenBLAS %s build, %d warm-up + %d timed "
+              "steps (median)\n",
+              kB, kT, kV, threads, zcode::kernels::blas_threading().c_str(), warmup, steps);
+  // Dense: GLU hidden 683 ≈ the peer's 4·d GELU MLP in parameters (3·683 ≈ 8·256).
+  const std::string dense = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "ffn_hidden": 683,
+    "first_dense_layers": 4, "max_seq_len": 256})";
+  const std::string moe = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "moe_experts": 8,
+    "moe_top_k": 2, "moe_ffn_hidden": 512, "first_dense_layers": 0, "capacity_factor": 0, "moe_aux_loss_coef": 0.01,
+    "max_seq_len": 256})";
+  const double peak = peers ? sgemm_peak(threads) : 0;
+  if (peers) std::printf("sgemm 2048^3 peak (%d threads): %.1f GFLOP/s\n", threads, peak);
+  Figures fd, fm;
+  Peer pdi, pdt, pmi, pmt;
+  if (which == "both" || which == "dense") {
+    fd = measure("dense", dense, threads, warmup, steps);
+    if (peers) {
+      pdi = torch_peer("dense", false, threads, warmup, steps);
+      pdt = torch_peer("dense", true, threads, warmup, steps);
+    }
+  }
+  if (which == "both" || which == "moe") {
+    fm = measure("moe", moe, threads, warmup, steps);
+    if (peers) {
+      pmi = torch_peer("moe", false, threads, warmup, steps);
+      pmt = torch_peer("moe", true, threads, warmup, steps);
+    }
+  }
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  std::printf("--- ratios ---\n");
+  for (auto [name, f, pi, pt] : {std::tuple{"dense", &fd, &pdi, &pdt}, std::tuple{"moe", &fm, &pmi, &pmt}}) {
+    if (!f->ok) continue;
+    std::printf("%-5s: peak RSS / analytic %.2f (target <= 1.25); zcode RSS / pytorch tuned RSS %.2f\n", name,
+                f->peak_rss_mb / f->analytic_mb, ratio(f->peak_rss_mb, pt->rss_mb));
+    if (peak > 0)
+      std::printf("%-5s: model FLOP rate / sgemm peak: train %.2f (target >= 0.80), fwd %.2f; pytorch tuned %.2f\n",
+                  name, f->train_gflops / peak, f->fwd_gflops / peak, pt->train_gflops / peak);
+    if (pi->ok && pt->ok)
+      std::printf("%-5s: zcode / pytorch as installed: train %.2fx, fwd %.2fx\n", name,
+                  ratio(f->train_tok_s, pi->train_tok_s), ratio(f->fwd_tok_s, pi->fwd_tok_s));
+  }
+  for (auto [name, f, pt, target] : {std::tuple{"dense", &fd, &pdt, 1.1}, std::tuple{"moe", &fm, &pmt, 1.3}})
+    if (f->ok && pt->ok)
+      std::printf("%-5s: zcode / pytorch tuned: train %.2fx (target >= %.1fx), fwd %.2fx\n", name,
+                  ratio(f->train_tok_s, pt->train_tok_s), target, ratio(f->fwd_tok_s, pt->fwd_tok_s));
+  return (fd.ok || which == "moe") && (fm.ok || which == "dense") ? 0 : 1;
+}
