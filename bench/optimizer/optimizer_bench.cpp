@@ -131,7 +131,7 @@ class Triad {
     if (a[kN / 2] != 7.0f) std::fprintf(stderr, "triad: wrong result\n");
     return t;
   }
-  static constexpr int64_t kN = int64_t{1} << 25;  // 32M floats = 128 MiB per array
+  static constexpr int64_t kN = int64_t{1} << 26;  // 64M floats = 256 MiB per array, 768 MiB in all (> 2x the L3)
   static constexpr double kBytes = 12.0 * kN;      // STREAM's count: read b, c; write a
 
  private:
