@@ -97,9 +97,10 @@ TEST(GradCheck, RopeWithFrequencyGradient) {
   Vec x = randn(rows * ld, 6), w = randn(rows * ld, 7), logf = {-0.1, -1.3};
   std::vector<int32_t> pos = {0, 1, 2, 3};
   auto fwd = [&](Vec& y) {
-    Vec inv = {std::exp(logf[0]), std::exp(logf[1])};
+    Vec inv = {std::exp(logf[0]), std::exp(logf[1])}, ct(rows * 2), st(rows * 2);
+    zcode::kernels::rope_table(inv.data(), rows, 0, R, ct.data(), st.data());
     y = x;
-    zcode::kernels::rope_fwd(y.data(), rows, ld, heads, hd, R, inv.data(), pos.data());
+    zcode::kernels::rope_fwd(y.data(), rows, ld, heads, hd, R, ct.data(), st.data(), pos.data());
   };
   auto loss = [&] {
     Vec y;
@@ -115,8 +116,9 @@ TEST(GradCheck, RopeWithFrequencyGradient) {
   EXPECT_NEAR(y[2 * ld + hd + 3], xb * std::cos(th) + xa * std::sin(th), 1e-12);
   EXPECT_EQ(y[2 * ld + hd + 4], x[2 * ld + hd + 4]);  // pass-through dim
   Vec dx = w, dth(rows * R / 2);
-  Vec inv = {std::exp(logf[0]), std::exp(logf[1])};
-  zcode::kernels::rope_bwd(dx.data(), y.data(), rows, ld, heads, hd, R, inv.data(), pos.data(), dth.data());
+  Vec inv = {std::exp(logf[0]), std::exp(logf[1])}, ct(rows * 2), st(rows * 2);
+  zcode::kernels::rope_table(inv.data(), rows, 0, R, ct.data(), st.data());
+  zcode::kernels::rope_bwd(dx.data(), y.data(), rows, ld, heads, hd, R, ct.data(), st.data(), pos.data(), dth.data());
   Vec dlog(2, 0.0);
   for (int i = 0; i < 2; ++i)
     for (int n = 0; n < rows; ++n) dlog[i] += inv[i] * pos[n] * dth[n * 2 + i];

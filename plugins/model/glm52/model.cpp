@@ -225,7 +225,7 @@ struct Model<T>::Workspace {
   T *hf = nullptr, *rstd_final = nullptr;  // final norm (prenorm)
   T *gx = nullptr, *gy = nullptr, *gz = nullptr, *dqkv = nullptr, *dO = nullptr, *dtheta = nullptr;
   T *gbuf = nullptr, *xe = nullptr, *dye = nullptr, *logits = nullptr, *dz = nullptr, *dgate = nullptr;
-  T *dg_rows = nullptr, *inv_freq = nullptr, *attn_scratch = nullptr;
+  T *dg_rows = nullptr, *inv_freq = nullptr, *attn_scratch = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
   double* nll = nullptr;
   int32_t *labels = nullptr, *pos = nullptr;
   int64_t logits_rows = 0;
@@ -302,6 +302,8 @@ struct Model<T>::Workspace {
     take(dgate, N * k);
     take(dg_rows, N);
     take(inv_freq, c.rotary_dims() / 2 + 1);
+    take(rope_cos, int64_t{Tn} * (c.rotary_dims() / 2));
+    take(rope_sin, int64_t{Tn} * (c.rotary_dims() / 2));
     take(attn_scratch, int64_t{threads} * Tn);
     take(nll, N);
     take(labels, N);
@@ -633,11 +635,13 @@ void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(E), static_cast<int>(d), k.ws.dz, k.P + lo.router, dx, T(1));
 }
 
-/// inv_freq = exp(rope_log_inv_freq) of layer `lo` into the workspace.
+/// inv_freq = exp(rope_log_inv_freq) of one layer into the workspace, and
+/// the cos/sin tables of positions pos0 .. pos0 + n_pos - 1.
 template <class T>
-const T* inv_freq(const Ctx<T>& k, int64_t rope) {
+const T* inv_freq(const Ctx<T>& k, int64_t rope, int n_pos, int pos0) {
   const int h2 = k.c.rotary_dims() / 2;
   for (int i = 0; i < h2; ++i) k.ws.inv_freq[i] = std::exp(k.P[rope + i]);
+  zcode::kernels::rope_table(k.ws.inv_freq, n_pos, pos0, k.c.rotary_dims(), k.ws.rope_cos, k.ws.rope_sin);
   return k.ws.inv_freq;
 }
 
@@ -689,8 +693,9 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, bool dropless, StepMet
       xa = a.xa;
     }
     linear_fwd<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), xa, k.P + lo.wqkv, a.qkv);
-    zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(),
-                             inv_freq(k, lo.rope), ws.pos);
+    inv_freq(k, lo.rope, b.T, 0);
+    zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), ws.rope_cos,
+                             ws.rope_sin, ws.pos);
     masked += attention_fwd(a.qkv, a.P, a.o, a.hmask, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, k.doc,
                             c.dynamic_head_mask, static_cast<T>(c.entropy_threshold));
     scaled_copy(a.r1, x, N * d, deep ? alpha : T(1));
@@ -769,9 +774,9 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, St
                   ws.attn_scratch);
     const int h2 = c.rotary_dims() / 2;
     if (h2 > 0) {
-      const T* inv = inv_freq(k, lo.rope);
-      zcode::kernels::rope_bwd(ws.dqkv, a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), inv,
-                               ws.pos, ws.dtheta);
+      const T* inv = inv_freq(k, lo.rope, b.T, 0);
+      zcode::kernels::rope_bwd(ws.dqkv, a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(),
+                               ws.rope_cos, ws.rope_sin, ws.pos, ws.dtheta);
       for (int i = 0; i < h2; ++i) {  // ∂L/∂log f = f·Σ_n pos_n·∂L/∂θ_n (fixed order)
         double s = 0;
         for (int64_t n = 0; n < N; ++n) s += static_cast<double>(ws.pos[n]) * static_cast<double>(ws.dtheta[n * h2 + i]);
@@ -981,7 +986,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
   const T alpha = static_cast<T>(c.alpha());
   const T scale = T(1) / std::sqrt(static_cast<T>(hd));
   const int pos = s->pos;
-  for (int64_t n = 0; n < N; ++n) ws.pos[n] = pos;
+  for (int64_t n = 0; n < N; ++n) ws.pos[n] = 0;  // row of the one-position RoPE table
   {
     T* x0 = ws.X(0);
     const T* E = params_.get() + off_embed_;
@@ -998,8 +1003,9 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
       xa = a.xa;
     }
     linear_fwd<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), xa, k.P + lo.wqkv, a.qkv);
-    zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(),
-                             inv_freq(k, lo.rope), ws.pos);
+    inv_freq(k, lo.rope, 1, pos);  // one table row: every sequence is at `pos`
+    zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), ws.rope_cos,
+                             ws.rope_sin, ws.pos);
     T* kc = s->kc.data() + size_t(l) * Bn * s->max_len * kvw;
     T* vc = s->vc.data() + size_t(l) * Bn * s->max_len * kvw;
     for (int64_t n = 0; n < N; ++n) {

@@ -8,23 +8,34 @@
 
 namespace zcode::kernels {
 
-/// In place: for every row n (position pos[n]) and each of the `heads` heads
-/// (head h starts at x + n·ld + h·hd), the first R dims rotate:
-///   θ = pos·inv_freq[i],  y_i = x_i cos θ − x_{i+R/2} sin θ,
-///                         y_{i+R/2} = x_{i+R/2} cos θ + x_i sin θ.
-/// inv_freq is [R/2]. Dims R..hd-1 pass through.
+/// cos/sin table of the rotation angles: for table row p (position
+/// pos0 + p) and pair i, θ = (pos0 + p)·inv_freq[i]; cos_tab, sin_tab are
+/// [n_pos, R/2]. Built once per layer so rows that share a position share it.
 template <class T>
-void rope_fwd(T* x, int64_t rows, int64_t ld, int heads, int hd, int R, const T* inv_freq, const int32_t* pos) {
+void rope_table(const T* inv_freq, int n_pos, int pos0, int R, T* cos_tab, T* sin_tab) {
+  const int h2 = R / 2;
+#pragma omp parallel for schedule(static)
+  for (int p = 0; p < n_pos; ++p)
+    for (int i = 0; i < h2; ++i) {
+      const T th = static_cast<T>(pos0 + p) * inv_freq[i];
+      cos_tab[p * h2 + i] = std::cos(th);
+      sin_tab[p * h2 + i] = std::sin(th);
+    }
+}
+
+/// In place: for every row n (table row tab[n]) and each of the `heads` heads
+/// (head h starts at x + n·ld + h·hd), the first R dims rotate:
+///   y_i = x_i cos θ − x_{i+R/2} sin θ,  y_{i+R/2} = x_{i+R/2} cos θ + x_i sin θ,
+/// with cos θ, sin θ from the tables of rope_table. Dims R..hd-1 pass through.
+template <class T>
+void rope_fwd(T* x, int64_t rows, int64_t ld, int heads, int hd, int R, const T* cos_tab, const T* sin_tab,
+              const int32_t* tab) {
   const int h2 = R / 2;
   if (h2 == 0) return;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
-    T c[512], s[512];  // R/2 ≤ 512 (head_dim ≤ 1024, checked by the model config)
-    for (int i = 0; i < h2; ++i) {
-      const T th = static_cast<T>(pos[n]) * inv_freq[i];
-      c[i] = std::cos(th);
-      s[i] = std::sin(th);
-    }
+    const T* c = cos_tab + static_cast<int64_t>(tab[n]) * h2;
+    const T* s = sin_tab + static_cast<int64_t>(tab[n]) * h2;
     for (int h = 0; h < heads; ++h) {
       T* a = x + n * ld + static_cast<int64_t>(h) * hd;
       T* b = a + h2;
@@ -43,20 +54,16 @@ void rope_fwd(T* x, int64_t rows, int64_t ld, int heads, int hd, int R, const T*
 /// dy_i·y_{i+R/2}) = ∂L/∂θ_{n,i}; the caller reduces it over rows
 /// (∂L/∂inv_freq[i] = Σ_n pos[n]·dtheta[n,i]) in a fixed order.
 template <class T>
-void rope_bwd(T* dy, const T* y, int64_t rows, int64_t ld, int heads, int hd, int R, const T* inv_freq,
-              const int32_t* pos, T* dtheta) {
+void rope_bwd(T* dy, const T* y, int64_t rows, int64_t ld, int heads, int hd, int R, const T* cos_tab,
+              const T* sin_tab, const int32_t* tab, T* dtheta) {
   const int h2 = R / 2;
   if (h2 == 0) return;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
-    T c[512], s[512];
+    const T* c = cos_tab + static_cast<int64_t>(tab[n]) * h2;
+    const T* s = sin_tab + static_cast<int64_t>(tab[n]) * h2;
     T* dt = dtheta + n * h2;
-    for (int i = 0; i < h2; ++i) {
-      const T th = static_cast<T>(pos[n]) * inv_freq[i];
-      c[i] = std::cos(th);
-      s[i] = std::sin(th);
-      dt[i] = T(0);
-    }
+    for (int i = 0; i < h2; ++i) dt[i] = T(0);
     for (int h = 0; h < heads; ++h) {
       T* da = dy + n * ld + static_cast<int64_t>(h) * hd;
       T* db = da + h2;
