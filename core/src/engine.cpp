@@ -653,22 +653,34 @@ struct Engine::Impl {
       if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
       if (profiling) continue;
       // 6. Evaluate.
-      if ((tc.eval_every > 0 && step % static_cast<uint64_t>(tc.eval_every) == 0) || step == max_steps) {
+      // (Skipped when a stop was requested: the checkpoint comes first, and
+      // the evaluators would only return CANCELLED.)
+      if (((tc.eval_every > 0 && step % static_cast<uint64_t>(tc.eval_every) == 0) || step == max_steps) &&
+          !stop_requested()) {
         const auto te = Clock::now();
         std::map<std::string, double> m;
-        last_val_json = run_evaluation(cfg.evaluation().split, &m);
-        if (m.count("loss") && m["loss"] < best_val_loss) {
-          best_val_loss = m["loss"];
-          best_step = step;
+        bool evaluated = true;
+        try {
+          last_val_json = run_evaluation(cfg.evaluation().split, &m);
+        } catch (const PluginError&) {
+          if (!stop_requested()) throw;
+          log::warn("Evaluation at step " + std::to_string(step) + " interrupted by the stop request");
+          evaluated = false;
         }
-        std::string j = last_val_json;
-        j.pop_back();
-        json_num(j, "best_val_loss", best_val_loss);
-        json_num(j, "best_step", static_cast<double>(best_step));
-        json_num(j, "eval_time_ms", ms_since(te));
-        j += "}";
-        const uint32_t f = emit(ZC_EVENT_EVAL_END, j);
-        if (f & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
+        if (evaluated) {
+          if (m.count("loss") && m["loss"] < best_val_loss) {
+            best_val_loss = m["loss"];
+            best_step = step;
+          }
+          std::string j = last_val_json;
+          j.pop_back();
+          json_num(j, "best_val_loss", best_val_loss);
+          json_num(j, "best_step", static_cast<double>(best_step));
+          json_num(j, "eval_time_ms", ms_since(te));
+          j += "}";
+          const uint32_t f = emit(ZC_EVENT_EVAL_END, j);
+          if (f & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
+        }
       }
       // 7. Checkpoint when a callback asks, and at the end / on a stop.
       const bool stopping = stop_requested() || stop_requested_by_callback;

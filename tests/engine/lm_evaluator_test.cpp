@@ -70,7 +70,7 @@ class FakeModel : public Model {
   }
 
  private:
-  std::string info_ = "{}";
+  std::string info_ = "{\"vocab_size\":5}";
 };
 
 // Three batches of [4, 6] ids, a few padding targets.

@@ -41,7 +41,14 @@ class LmEvaluator : public Evaluator {
     const std::string split = ctx.options().get<std::string>("split", "val");
     if (split != "val" && split != "train")
       invalid_argument("evaluation.split: expected \"val\" or \"train\", found \"" + split + "\"");
-    if (auto tok = ctx.tokenizer()) vocab_ = static_cast<int64_t>(tok.vocab_size());
+    // forward_logits writes [n, vocab_size] with the model's vocab_size
+    // (info_json), else the tokenizer's.
+    rapidjson::Document info;
+    info.Parse(model_.info_json().c_str());
+    if (info.IsObject() && info.HasMember("vocab_size") && info["vocab_size"].IsInt64())
+      vocab_ = info["vocab_size"].GetInt64();
+    else if (auto tok = ctx.tokenizer())
+      vocab_ = static_cast<int64_t>(tok.vocab_size());
   }
 
   void evaluate(const DataRef& data, const MetricsSink& out) override {
@@ -119,7 +126,9 @@ class LmEvaluator : public Evaluator {
     if (!accuracy_ok) return;
     if (sub.doc_ids.data || vocab_ <= 0) {
       accuracy_ok = false;
-      host_.warn("lm", "accuracy not reported: the model has no forward_eval and the batch has a document mask");
+      host_.warn("lm", sub.doc_ids.data
+                           ? "accuracy not reported: the model has no forward_eval and the batch has a document mask"
+                           : "accuracy not reported: the model has no forward_eval and its vocab_size is unknown");
       return;
     }
     logits_.resize(static_cast<size_t>(T * vocab_));
