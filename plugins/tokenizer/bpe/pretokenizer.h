@@ -24,7 +24,7 @@ void gpt2_split(std::string_view text, Emit&& emit) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   auto cls_at = [&](size_t i, size_t* len) -> CharClass {
-    if (s[i] < 0x80) { *len = 1; return char_class(s[i]); }
+    if (s[i] < 0x80) { *len = 1; return ascii_class(s[i]); }
     char32_t cp;
     *len = utf8_decode(s + i, n - i, &cp);
     return char_class(cp);

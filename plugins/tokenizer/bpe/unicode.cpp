@@ -32,16 +32,6 @@ bool in_ranges(const CodeRange (&r)[N], char32_t cp) {
   return it != r && cp <= (it - 1)->last;
 }
 
-// ASCII classes computed from the same tables on first use (cheap, constexpr-free).
-struct AsciiClasses {
-  std::array<CharClass, 128> c{};
-  AsciiClasses() {
-    for (char32_t i = 0; i < 128; ++i)
-      c[i] = in_ranges(kSpaceRanges, i) ? kSpace : in_ranges(kLetterRanges, i) ? kLetter
-             : in_ranges(kNumberRanges, i) ? kNumber : kOther;
-  }
-};
-
 uint8_t ccc_of(char32_t cp) {
   if (cp < 0x300) return 0;
   const CombiningClass* b = kCombiningClasses;
@@ -184,8 +174,7 @@ bool utf8_valid(std::string_view s) {
 }
 
 CharClass char_class(char32_t cp) {
-  static const AsciiClasses ascii;  // built on first call (in create), not at load
-  if (cp < 128) return ascii.c[cp];
+  if (cp < 128) return ascii_class(static_cast<unsigned char>(cp));
   if (cp == kInvalidCodePoint) return kOther;
   if (in_ranges(kLetterRanges, cp)) return kLetter;
   if (in_ranges(kNumberRanges, cp)) return kNumber;
