@@ -261,6 +261,7 @@ struct Engine::Impl {
     so.allow_insecure = opts.allow_insecure_plugin_path;
     registry = std::make_unique<Registry>(so);
     if (!cfg.validated()) cfg.validate(registry.get());
+    log::set_console_level(static_cast<log::Level>(cfg.logging().console_log_level));
     config_json = cfg.to_json();
     int threads = static_cast<int>(cfg.hardware().num_threads);
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -273,3 +273,33 @@ TEST_F(E2E, ExactResumeAfterSigkill) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(E2E, ResumeChecksConfigAndRefusesTamperedCheckpoints) {
+  const fs::path cfg = write_config("guarded", 4);
+  ASSERT_EQ(run_host({"run", cfg.string()}, dir_ / "r1.log"), 0) << slurp(dir_ / "r1.log");
+  // An architecture change is an error (exit 2) naming the field.
+  EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "model.d_model=64"}, dir_ / "r2.log"), 2);
+  EXPECT_NE(slurp(dir_ / "r2.log").find("model.d_model: checkpoint has 32, config has 64"), std::string::npos)
+      << slurp(dir_ / "r2.log");
+  // Other changes are warnings; training continues to the new max_steps.
+  ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=6"}, dir_ / "r3.log"), 0)
+      << slurp(dir_ / "r3.log");
+  EXPECT_NE(slurp(dir_ / "r3.log").find("resume: config differs: training.max_steps: checkpoint has 4, config has 6"),
+            std::string::npos) << slurp(dir_ / "r3.log");
+  EXPECT_NE(slurp(dir_ / "r3.log").find("Step 6/6"), std::string::npos);
+  // A flipped byte in the newest checkpoint: refused naming the file (exit 1), nothing loaded.
+  const fs::path latest = zcode::ckpt::resolve("latest", run_dir("guarded"));
+  {
+    std::fstream f(latest / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-5, std::ios::end);
+    f.put('\x42');
+  }
+  EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=8"}, dir_ / "r4.log"), 1);
+  EXPECT_NE(slurp(dir_ / "r4.log").find((latest / "model.safetensors").string() + ": SHA-256 mismatch"), std::string::npos)
+      << slurp(dir_ / "r4.log");
+  EXPECT_EQ(slurp(dir_ / "r4.log").find("Step 7/8"), std::string::npos);
+}
+
+}  // namespace
