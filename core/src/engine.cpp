@@ -426,7 +426,10 @@ struct Engine::Impl {
     stages += "}";
     const std::string overrides = [&] {
       std::string o = "[";
-      for (const auto& s : cfg.overrides()) o += (o.size() > 1 ? "," : "") + json_escape(s);
+      for (const auto& s : cfg.overrides()) {
+        if (o.size() > 1) o += ",";
+        o += json_escape(s);
+      }
       return o + "]";
     }();
     std::string state = "{\"format\":\"zcode-checkpoint/1\",\"step\":" + std::to_string(step) +
@@ -603,7 +606,17 @@ struct Engine::Impl {
         b.struct_size = sizeof(zc_batch);
         int32_t has = 0;
         const auto t0 = Clock::now();
-        check_plugin_call(*train_data.component(), "next_batch", dt->next_batch(train_data.get(), &b, &has));
+        zc_status* ds = dt->next_batch(train_data.get(), &b, &has);
+        if (ds && stop_requested()) {
+          // Stopped while waiting for data: micro-batches of this step may
+          // already be consumed, so a checkpoint now could not resume exactly.
+          // The newest checkpoint stays the resume point.
+          status_release(ds);
+          log::warn("Stopped on request while waiting for data at step " + std::to_string(step) +
+                    "; no new checkpoint (resume with --resume-from latest from the newest one)");
+          return kExitInterrupted;
+        }
+        check_plugin_call(*train_data.component(), "next_batch", ds);
         wait_ms += ms_since(t0);
         span("data_wait", t0);
         if (!has) throw RunFailure("data: the train split ended (a train loader must cycle epochs)", kExitRuntimeError);
