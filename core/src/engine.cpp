@@ -424,6 +424,20 @@ struct Engine::Impl {
       else stages += json_escape(ctx.json);  // not JSON: kept verbatim as a string
     }
     stages += "}";
+    // The plugin files that made this checkpoint (environment snapshot).
+    std::string plugins = "[";
+    for (const auto& slot : stage_slots()) {
+      const Component* c = slot.inst->component();
+      if (plugins.size() > 1) plugins += ",";
+      plugins += "{\"stage\":" + json_escape(slot.key) + ",\"component\":" + json_escape(c->name);
+      if (c->file) {
+        plugins += ",\"plugin\":" + json_escape(c->file->name) + ",\"version\":" + json_escape(c->file->version);
+        plugins += ",\"file\":" + json_escape(c->file->path.string());
+        plugins += ",\"abi\":\"" + std::to_string(c->file->abi_major) + "." + std::to_string(c->file->abi_minor) + "\"";
+      }
+      plugins += "}";
+    }
+    plugins += "]";
     const std::string overrides = [&] {
       std::string o = "[";
       for (const auto& s : cfg.overrides()) {
@@ -441,7 +455,7 @@ struct Engine::Impl {
                         ",\"config\":" + config_json + ",\"config_sha256\":\"" +
                         ckpt::sha256_hex(config_json.data(), config_json.size()) + "\",\"overrides\":" + overrides +
                         ",\"git_commit\":\"" ZCODE_GIT_COMMIT "\",\"environment\":" +
-                        rundir::environment_json(host->num_threads()) + "}";
+                        rundir::environment_json(host->num_threads()) + ",\"plugins\":" + plugins + "}";
     c.state_json = std::move(state);
     fs::path dir = ckpt::write_checkpoint(run_dir / "checkpoints", c, cfg.training().keep_last_n);
     log::info("Checkpoint saved to " + dir.string());

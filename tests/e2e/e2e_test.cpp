@@ -194,6 +194,9 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
   EXPECT_EQ(std::string(st["files"]["model.safetensors"].GetString()),
             zcode::ckpt::sha256_file(cks[1].second / "model.safetensors"));
   EXPECT_TRUE(st["engine"]["tokens_seen"].IsNumber());
+  ASSERT_TRUE(st["plugins"].IsArray());
+  EXPECT_GE(st["plugins"].Size(), 5u);
+  EXPECT_TRUE(st["plugins"][0]["version"].IsString());
   // metrics.json: final and best train/val metrics and history.
   auto m = json_file(rd / "metrics.json");
   ASSERT_TRUE(m.IsObject());
