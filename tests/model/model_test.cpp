@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -226,6 +229,42 @@ TEST(Model, VariantParameterCounts) {
       EXPECT_NEAR(static_cast<double>(total), 125e6, 10e6);
     }
   }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// No heap allocation in a steady-state step: count global operator new calls
+// (every std::vector/std::string growth goes through it) during a third step.
+// ---------------------------------------------------------------------------
+namespace {
+std::atomic<long> g_news{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+// Through a volatile pointer: GCC otherwise flags free() on memory from
+// operator new, not seeing that this file replaces both.
+static void (*volatile g_free)(void*) = std::free;
+void operator delete(void* p) noexcept { g_free(p); }
+void operator delete(void* p, size_t) noexcept { g_free(p); }
+
+namespace {
+
+TEST(Model, NoHeapAllocationInSteadyStateStep) {
+  zcode::kernels::set_num_threads(2);
+  const glm52::Config cfg = glm52_test::make_config(kSmall);
+  glm52::Model<float> model(cfg, 3);
+  const glm52_test::Batch b = glm52_test::random_batch(2, 32, 300, 5);
+  glm52::StepMetrics m;
+  for (int i = 0; i < 2; ++i) model.forward_backward(b.view(false), 0, 1.0, false, 0, m);  // workspace sized here
+  const long before = g_news.load();
+  model.zero_grad();
+  model.forward_backward(b.view(false), 0, 1.0, false, 0, m);
+  EXPECT_EQ(g_news.load() - before, 0);
 }
 
 }  // namespace
