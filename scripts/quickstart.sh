@@ -21,6 +21,8 @@ for s in fetch-assets.sh make-corpus.sh; do
 done
 echo "==> build (release preset)"
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$JOBS"
+# Only what the run needs: the host and the bundled plugins (scripts/test.sh
+# builds the tests and benchmarks).
+cmake --build --preset release -j "$JOBS" --target zcode-host zcode_plugins
 echo "==> zcode-host run examples/quickstart/config.yaml $*"
 exec build/release/bin/zcode-host run examples/quickstart/config.yaml "$@"

@@ -35,6 +35,11 @@ function(zcode_add_plugin NAME)
   endif()
   set(target zcode_plugin_${NAME})
   add_library(${target} MODULE ${ARG_SOURCES})
+  # In-tree builds collect every bundled plugin under one target, so the
+  # quickstart can build the host and the plugins without the test suite.
+  if(TARGET zcode_plugins)
+    add_dependencies(zcode_plugins ${target})
+  endif()
   if(TARGET ZCode::sdk)
     target_link_libraries(${target} PRIVATE ZCode::sdk)
   else()
