@@ -234,6 +234,19 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
   ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5"},
                      dir_ / "gen2.log"), 0);
   EXPECT_EQ(slurp(dir_ / "gen1.log"), slurp(dir_ / "gen2.log"));
+  // --stream prints the same text; seeded sampling repeats itself.
+  ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5", "--stream"},
+                     dir_ / "gen3.log"), 0);
+  EXPECT_EQ(slurp(dir_ / "gen1.log"), slurp(dir_ / "gen3.log"));
+  for (const char* f : {"s1.log", "s2.log"})
+    ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "a river", "--strategy", "sample",
+                        "--temperature", "1.3", "--top-k", "50", "--seed", "11", "--max-new-tokens", "6"},
+                       dir_ / f), 0) << slurp(dir_ / f);
+  EXPECT_EQ(slurp(dir_ / "s1.log"), slurp(dir_ / "s2.log"));
+  for (const char* strategy : {"beam", "contrastive"})
+    EXPECT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "stone", "--strategy", strategy,
+                        "--max-new-tokens", "4", "--top-k", "3", "--penalty-alpha", "0.5", "--num-beams", "3"},
+                       dir_ / "strategy.log"), 0) << strategy << ": " << slurp(dir_ / "strategy.log");
 }
 
 void expect_same_run(E2E* t, const std::vector<std::pair<uint64_t, double>>& a, const std::vector<std::pair<uint64_t, double>>& b,
