@@ -225,6 +225,9 @@ struct Engine::Impl {
 
   // Stages (declaration order = reverse destruction order: dependents last).
   StageInstance tokenizer, train_data, val_data, model, optimizer, scheduler;
+  // A second loader over the train split for evaluation.split: train, so that
+  // evaluating never moves the training iterator.
+  StageInstance eval_train_data;
   std::vector<std::pair<std::string, StageInstance>> evaluators;  // name, instance
   std::vector<std::pair<std::string, StageInstance>> callbacks;   // "callbacks[i].type", instance
 
@@ -245,6 +248,7 @@ struct Engine::Impl {
     evaluators.clear();
     scheduler.reset();
     optimizer.reset();
+    eval_train_data.reset();
     val_data.reset();
     train_data.reset();
     model.reset();
@@ -317,12 +321,15 @@ struct Engine::Impl {
     }
   }
 
-  void ensure_val_data(const std::string& split) {
-    if (split == "train") return;
-    if (val_data) return;
-    const std::string data_opts = cfg.section_json("data");
-    const auto& dc = registry->require(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader");
-    val_data = StageInstance(dc, args(data_opts, tokenizer.ref(), {}, "val"));
+  // The loader an evaluation of `split` reads (created on first use).
+  const StageInstance& eval_data(const std::string& split) {
+    StageInstance& slot = split == "train" ? eval_train_data : val_data;
+    if (!slot) {
+      const std::string data_opts = cfg.section_json("data");
+      const auto& dc = registry->require(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader");
+      slot = StageInstance(dc, args(data_opts, tokenizer.ref(), {}, split == "train" ? "train" : "val"));
+    }
+    return slot;
   }
 
   // ---- info ----------------------------------------------------------------
@@ -541,8 +548,7 @@ struct Engine::Impl {
 
   // Runs every evaluator over `split`; returns the metrics as a JSON object.
   std::string run_evaluation(const std::string& split, std::map<std::string, double>* out = nullptr) {
-    ensure_val_data(split);
-    const StageInstance& data = split == "train" ? train_data : val_data;
+    const StageInstance& data = eval_data(split);
     MapSink sink;
     for (auto& [name, ev] : evaluators) {
       sink.prefix = name == "lm" ? "" : name + "_";
@@ -942,11 +948,6 @@ int Engine::evaluate(const std::string& checkpoint, const std::string& split, co
     fs::path dir = ckpt::resolve(checkpoint, m.run_dir);
     auto ck = ckpt::load_checkpoint(dir);
     m.create_core_stages(false);
-    if (split == "train") {
-      const std::string data_opts = m.cfg.section_json("data");
-      const auto& dc = m.registry->require(ZC_KIND_DATALOADER, m.cfg.data().loader, "data.loader");
-      m.train_data = StageInstance(dc, m.args(data_opts, m.tokenizer.ref(), {}, "train"));
-    }
     m.restore(ck, true);
     std::map<std::string, double> vals;
     std::string j = m.run_evaluation(split, &vals);

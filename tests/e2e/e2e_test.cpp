@@ -227,6 +227,12 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
                      dir_ / "eval.log"), 0) << slurp(dir_ / "eval.log");
   auto ev = json_file(out);
   EXPECT_EQ(ev["metrics"]["loss"].GetDouble(), m["final"]["val"]["loss"].GetDouble());
+  // The train split cycles epochs: evaluation stops after one pass.
+  const fs::path out_train = dir_ / "eval_train.json";
+  ASSERT_EQ(run_host({"evaluate", "--config", cfg.string(), "--checkpoint", "latest", "--split", "train", "--out",
+                      out_train.string()}, dir_ / "eval_train.log"), 0) << slurp(dir_ / "eval_train.log");
+  auto evt = json_file(out_train);
+  EXPECT_GT(evt["metrics"]["tokens"].GetDouble(), ev["metrics"]["tokens"].GetDouble());  // train is the larger split
   // generate: greedy twice gives the same text; exit 0.
   const fs::path ckdir = cks[1].second;
   ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5"},

@@ -1,7 +1,8 @@
 // `lm`: the language-model evaluator (kind evaluator).
 //
 // Over one full pass of the data (the val split, or train for
-// `zcode-host evaluate --split train`), with NLL_i = −log p(target_i | prefix)
+// `zcode-host evaluate --split train`: a pass ends at the first batch of the
+// next epoch, since train loaders cycle), with NLL_i = −log p(target_i | prefix)
 // for every target position i that is not −1 (padding):
 //   loss           = Σ NLL_i / N                       (nats per token)
 //   perplexity     = exp(loss)                          (Jelinek et al. 1977)
@@ -58,8 +59,15 @@ class LmEvaluator : public Evaluator {
     bool accuracy_ok = true;
     zc_batch b{};
     b.struct_size = sizeof(zc_batch);
+    bool first = true;
+    uint64_t epoch = 0;
     while (data.next(&b)) {
       if (host_.stop_requested()) throw Error(ZC_ERR_CANCELLED, "evaluation: stop requested");
+      // A train-split loader cycles epochs for ever: one pass ends where the
+      // epoch changes (that batch belongs to the next pass and is not used).
+      if (first) epoch = b.epoch;
+      else if (b.epoch != epoch) break;
+      first = false;
       if (b.input_ids.ndim != 2 || !same_dtype(b.input_ids.dtype, kI32) || !same_dtype(b.targets.dtype, kI32))
         throw Error(ZC_ERR_DATA, "evaluation: batch input_ids/targets must be int32 [batch, seq]");
       const int64_t B = b.input_ids.shape[0], T = b.input_ids.shape[1];
