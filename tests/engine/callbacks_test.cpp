@@ -18,6 +18,40 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A model with three parameters in two groups, for the debugger:
+//   layers.0.attn.wq: value [3, 4],  grad [0, 0]      (group layers.0.attn)
+//   layers.0.attn.wk: value [0],     grad [12]        (group layers.0.attn)
+//   embed.weight:     value [1,1,1,1], grad [1, -1, 0, 0] (group embed)
+// Group norms by hand: layers.0.attn grad sqrt(144) = 12, value sqrt(9+16) = 5;
+// embed grad sqrt(2), value 2.
+struct DebugModel : zcode::sdk::Model {
+  explicit DebugModel(const zcode::sdk::CreateContext&) {
+    using zcode::sdk::kF32;
+    using zcode::sdk::make_view;
+    v[0] = make_view(wq, kF32, 1, s2); g[0] = make_view(gq, kF32, 1, s2);
+    v[1] = make_view(wk, kF32, 1, s1); g[1] = make_view(gk, kF32, 1, s1);
+    v[2] = make_view(em, kF32, 1, s4); g[2] = make_view(ge, kF32, 1, s4);
+    const char* names[3] = {"layers.0.attn.wq", "layers.0.attn.wk", "embed.weight"};
+    for (int i = 0; i < 3; ++i) p[i] = zc_param{names[i], &v[i], &g[i], 0, 0};
+  }
+  void num_params(uint64_t& t, uint64_t& a) const override { t = a = 7; }
+  zc_param_list params() override { return {p, 3}; }
+  void zero_grad() override {}
+  void forward_backward(const zc_batch&, const zc_fb_options&, const zcode::sdk::MetricsSink&) override {}
+  void forward_logprobs(const zc_batch&, DLTensor&) override {}
+  const std::string& info_json() const override { return info; }
+  void* decode_begin(int32_t, int32_t) override { return nullptr; }
+  void decode_step(void*, const int32_t*, float*) override {}
+  void decode_reorder(void*, const int32_t*) override {}
+  void decode_end(void*) override {}
+  void forward_logits(const int32_t*, int32_t, float*) override {}
+  float wq[2] = {3, 4}, gq[2] = {0, 0}, wk[1] = {0}, gk[1] = {12}, em[4] = {1, 1, 1, 1}, ge[4] = {1, -1, 0, 0};
+  int64_t s1[1] = {1}, s2[1] = {2}, s4[1] = {4};
+  DLTensor v[3], g[3];
+  zc_param p[3];
+  std::string info = "{}";
+};
+
 struct Callbacks : ::testing::Test {
   zcode::HostServices host{1, 1};
   const zc_manifest* manifest = nullptr;
@@ -154,6 +188,51 @@ TEST_F(Callbacks, ModelCardRendersACustomTemplate) {
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(std::string(zcode::status_message(s)), "model_card.template: file '/nonexistent.mustache' not found");
   zcode::status_release(s);
+}
+
+TEST_F(Callbacks, DebuggerWritesGroupNormsAndHistograms) {
+  zcode::sdk::detail::g_host = host.raw();
+  zc_create_args a{};
+  a.struct_size = sizeof a;
+  a.host = host.raw();
+  void* model = nullptr;
+  zc_status* cs = zcode::sdk::detail::ModelThunks<DebugModel>::table.create(&a, &model);
+  ASSERT_EQ(cs, nullptr) << zcode::status_message(cs);
+  void* d = create("debugger", R"({"type":"debugger","every":2,"bins":14})", "{}");
+  zc_event e{};
+  e.struct_size = sizeof e;
+  e.kind = ZC_EVENT_STEP_END;
+  e.metrics_json = "{}";
+  e.model = {&zcode::sdk::detail::ModelThunks<DebugModel>::table, model};
+  uint32_t flags = 0;
+  for (uint64_t s = 1; s <= 4; ++s) {
+    e.step = s;
+    zc_status* st = table("debugger")->on_event(d, &e, &flags);
+    ASSERT_EQ(st, nullptr) << "code " << zcode::status_code(st) << ": [" << zcode::status_message(st) << "]";
+  }
+  std::istringstream lines(slurp(dir / "logs/debug.jsonl"));
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    rapidjson::Document j;
+    j.Parse(line.c_str());
+    ASSERT_TRUE(j.IsObject()) << line;
+    EXPECT_EQ(j["step"].GetUint64(), static_cast<uint64_t>(2 * ++n));
+    EXPECT_DOUBLE_EQ(j["grad_norm"]["layers.0.attn"].GetDouble(), 12.0);
+    EXPECT_DOUBLE_EQ(j["param_norm"]["layers.0.attn"].GetDouble(), 5.0);
+    EXPECT_NEAR(j["grad_norm"]["embed"].GetDouble(), std::sqrt(2.0), 1e-8);
+    EXPECT_DOUBLE_EQ(j["param_norm"]["embed"].GetDouble(), 2.0);
+    // 14 bins over log10|x| in [-12, 2): one bin per decade. Grads: 12 ->
+    // decade [1, 2) (bin 13), 1 and -1 -> [0, 1) (bin 12), three exact zeros.
+    const auto& gh = j["grad_hist"]["counts"];
+    ASSERT_EQ(gh.Size(), 14u);
+    EXPECT_EQ(gh[13].GetUint64(), 1u);
+    EXPECT_EQ(gh[12].GetUint64(), 2u);
+    EXPECT_EQ(j["grad_hist"]["zeros"].GetUint64(), 4u);
+  }
+  EXPECT_EQ(n, 2);
+  table("debugger")->destroy(d);
+  zcode::sdk::detail::ModelThunks<DebugModel>::table.destroy(model);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 namespace zcode::callbacks {
@@ -109,6 +110,9 @@ uint32_t Debugger::on_event(const zc_event& e) {
   }
   line += "},\"grad_hist\":" + hg.json() + ",\"param_hist\":" + hv.json() +
           ",\"activations\":\"not available: the model ABI exposes no activations\"}\n";
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   std::FILE* f = std::fopen(path_.c_str(), "a");
   if (!f) throw Error(ZC_ERR_IO, "debugger: cannot open " + path_);
   std::fputs(line.c_str(), f);
