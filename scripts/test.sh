@@ -14,6 +14,8 @@
 #                        the PyTorch reference comparisons already ran in the
 #                        release build and take the asan run over CI's 90 min)
 #   ZCODE_SKIP_ASAN=1    run the release preset only (local quick check)
+#   ZCODE_SKIP_WALKTHROUGH=1  skip the new-user walk-through (a fresh clone
+#                        that runs the README's first command, shortened)
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -73,6 +75,15 @@ run_preset() {
 
 mkdir -p build
 run_preset release || status=1
+if [ "${ZCODE_SKIP_WALKTHROUGH:-0}" != "1" ]; then
+  step "new-user walk-through: a fresh clone runs the README's first command"
+  if scripts/new-user-walkthrough.sh; then
+    summary+=("walkthrough: passed")
+  else
+    summary+=("walkthrough: FAILED")
+    status=1
+  fi
+fi
 if [ "${ZCODE_SKIP_ASAN:-0}" != "1" ]; then
   run_preset asan -L "$ASAN_LABELS" || status=1
 fi
