@@ -369,6 +369,7 @@ void fill_typed(HarnessConfig::Impl& m) {
   tr.boolean("tensor_parallel", t.tensor_parallel);
   tr.i64("tp_group_size", t.tp_group_size);
   tr.i64("eval_every", t.eval_every);
+  tr.boolean("eval_at_start", t.eval_at_start);
   tr.i64("save_every", t.save_every);
   tr.i64("keep_last_n", t.keep_last_n);
   tr.i64("log_every", t.log_every);

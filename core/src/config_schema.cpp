@@ -120,6 +120,8 @@ const std::string& HarnessConfig::builtin_schema_json() {
         "tensor_parallel": {"type": "boolean", "default": false},
         "tp_group_size": {"type": "integer", "minimum": 1, "default": 1},
         "eval_every": {"type": "integer", "minimum": 1, "default": 500},
+        "eval_at_start": {"type": "boolean", "default": true,
+          "description": "Evaluate before the first optimizer step of a fresh run (recorded as step 0; not on resume)."},
         "save_every": {"type": "integer", "minimum": 1, "default": 1000},
         "keep_last_n": {"type": "integer", "minimum": 0, "default": 3},
         "log_every": {"type": "integer", "minimum": 1, "default": 10},

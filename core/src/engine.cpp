@@ -237,6 +237,7 @@ struct Engine::Impl {
   double best_val_loss = INFINITY;
   uint64_t best_step = 0;
   double wall_s_before = 0;  // wall time of earlier segments of a resumed run
+  bool resumed = false;      // restored from a checkpoint (no step-0 evaluation)
   std::string last_train_json = "{}", last_val_json = "{}";
   std::unique_ptr<core::NonfiniteGuard> guard;
 
@@ -527,6 +528,7 @@ struct Engine::Impl {
       check_plugin_call(*slot.inst->component(), "load_state", slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
     }
     if (only_model) return;
+    resumed = true;
     step = ck.step;
     if (state.HasMember("engine") && state["engine"].IsObject()) {
       const auto& e = state["engine"];
@@ -561,6 +563,38 @@ struct Engine::Impl {
       if (out) (*out)[k] = v;
     }
     return j + "}";
+  }
+
+  // Evaluates at the current step and emits EVAL_END (metrics + best_val_loss,
+  // best_step, eval_time_ms); returns the callbacks' flags (0 when a stop
+  // request interrupted the evaluation). `count_best`: false for the step-0
+  // evaluation, which measures the untrained model and has no checkpoint to
+  // point best_step at.
+  uint32_t evaluate_and_emit(bool count_best) {
+    const auto te = Clock::now();
+    std::map<std::string, double> m;
+    std::string val;
+    try {
+      val = run_evaluation(cfg.evaluation().split, &m);
+    } catch (const PluginError&) {
+      if (!stop_requested()) throw;
+      log::warn("Evaluation at step " + std::to_string(step) + " interrupted by the stop request");
+      return 0;
+    }
+    if (count_best) {
+      last_val_json = val;
+      if (m.count("loss") && m["loss"] < best_val_loss) {
+        best_val_loss = m["loss"];
+        best_step = step;
+      }
+    }
+    std::string j = val;
+    j.pop_back();
+    json_num(j, "best_val_loss", best_val_loss);
+    json_num(j, "best_step", static_cast<double>(best_step));
+    json_num(j, "eval_time_ms", ms_since(te));
+    j += "}";
+    return emit(ZC_EVENT_EVAL_END, j);
   }
 
   // ---- the loop ----------------------------------------------------------------
@@ -614,6 +648,15 @@ struct Engine::Impl {
     double ema_step_ms = 0;
     bool stop_requested_by_callback = false, interrupted = false;
     int exit_code = kExitOk;
+
+    // training.eval_at_start: the untrained model's val metrics as step 0 (a
+    // fresh run only; a resumed run already has them in its history).
+    if (!profiling && !resumed && step == 0 && tc.eval_at_start && !stop_requested()) {
+      if (evaluate_and_emit(false) & ZC_CALLBACK_REQUEST_STOP) {
+        log::info("A callback asked to stop training at step 0");
+        return exit_code;
+      }
+    }
 
     while (step < max_steps) {
       const auto t_step = Clock::now();
@@ -717,30 +760,7 @@ struct Engine::Impl {
       // the evaluators would only return CANCELLED.)
       if (((tc.eval_every > 0 && step % static_cast<uint64_t>(tc.eval_every) == 0) || step == max_steps) &&
           !stop_requested()) {
-        const auto te = Clock::now();
-        std::map<std::string, double> m;
-        bool evaluated = true;
-        try {
-          last_val_json = run_evaluation(cfg.evaluation().split, &m);
-        } catch (const PluginError&) {
-          if (!stop_requested()) throw;
-          log::warn("Evaluation at step " + std::to_string(step) + " interrupted by the stop request");
-          evaluated = false;
-        }
-        if (evaluated) {
-          if (m.count("loss") && m["loss"] < best_val_loss) {
-            best_val_loss = m["loss"];
-            best_step = step;
-          }
-          std::string j = last_val_json;
-          j.pop_back();
-          json_num(j, "best_val_loss", best_val_loss);
-          json_num(j, "best_step", static_cast<double>(best_step));
-          json_num(j, "eval_time_ms", ms_since(te));
-          j += "}";
-          const uint32_t f = emit(ZC_EVENT_EVAL_END, j);
-          if (f & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
-        }
+        if (evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
       }
       // 7. Checkpoint when a callback asks, and at the end / on a stop.
       const bool stopping = stop_requested() || stop_requested_by_callback;

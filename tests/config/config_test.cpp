@@ -105,6 +105,7 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.scheduler().type, "cosine_with_warmup");
   EXPECT_EQ(c.training().max_steps, 1000);
   EXPECT_EQ(c.training().max_consecutive_nonfinite, 5);
+  EXPECT_TRUE(c.training().eval_at_start);
   EXPECT_EQ(c.training().precision, "fp32");
   EXPECT_EQ(c.logging().output_dir, "outputs");
   EXPECT_EQ(c.profiling().active, 3);
@@ -162,6 +163,9 @@ TEST(Load, BooleanFieldsAcceptOnlyTrueFalse) {
   EXPECT_EQ(errs("training:\n  deterministic: 1\n"),
             (Lines{"training.deterministic: expected true or false, found number 1"}));
   EXPECT_TRUE(valid("training:\n  deterministic: True\n").training().deterministic);
+  EXPECT_FALSE(valid("training:\n  eval_at_start: false\n").training().eval_at_start);
+  EXPECT_EQ(errs("training:\n  eval_at_start: 0\n"),
+            (Lines{"training.eval_at_start: expected true or false, found number 0"}));
   // In a plugin-owned key with no schema, the flag still stands.
   EXPECT_EQ(errs("optimizer:\n  foo: y\n"),
             (Lines{"optimizer.foo: found boolean-like YAML 1.1 value 'y'; quote it if you mean the string"}));

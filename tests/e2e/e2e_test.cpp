@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -206,7 +207,20 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
   EXPECT_NEAR(m["final"]["val"]["perplexity"].GetDouble(), std::exp(m["final"]["val"]["loss"].GetDouble()), 1e-9 * m["final"]["val"]["perplexity"].GetDouble());
   EXPECT_TRUE(m["best"]["val_loss"].IsNumber());
   EXPECT_EQ(m["history"]["train"].Size(), 12u);
-  EXPECT_EQ(m["history"]["val"].Size(), 2u);  // steps 6 and 12
+  // training.eval_at_start (default true): step 0, then steps 6 and 12.
+  ASSERT_EQ(m["history"]["val"].Size(), 3u);
+  EXPECT_EQ(m["history"]["val"][0]["step"].GetUint64(), 0u);
+  EXPECT_EQ(m["history"]["val"][1]["step"].GetUint64(), 6u);
+  EXPECT_EQ(m["history"]["val"][2]["step"].GetUint64(), 12u);
+  EXPECT_LT(m["history"]["val"][2]["loss"].GetDouble(), m["history"]["val"][0]["loss"].GetDouble())
+      << "val loss after 12 steps is not below the untrained model's";
+  EXPECT_NE(m["best"]["step"].GetUint64(), 0u);  // step 0 is history, never best
+  {
+    char b[64];
+    std::snprintf(b, sizeof b, "[INFO] Step 0/12 | val_loss: %.4f | val_ppl: ", m["history"]["val"][0]["loss"].GetDouble());
+    EXPECT_NE(log.find(b), std::string::npos) << b << "\n" << log;
+    EXPECT_LT(log.find(b), log.find("[INFO] Step 1/12 | loss: "));
+  }
   auto l = losses("full");
   EXPECT_LT(l.back().second, l.front().second) << "the loss did not go down in 12 steps";
   // model_card.md
@@ -292,6 +306,16 @@ TEST_F(E2E, ExactResumeAfterSigkill) {
   ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest"}, dir_ / "c2.log"), 0) << slurp(dir_ / "c2.log");
   EXPECT_NE(slurp(dir_ / "c2.log").find("Resumed from"), std::string::npos);
   expect_same_run(this, losses("straight"), losses("killed"), weights("straight"), weights("killed"));
+  // The resumed run does not evaluate step 0 again: val history 0, 6, 12 in both.
+  auto val_steps = [&](const std::string& name) {
+    std::vector<uint64_t> s;
+    auto d = json_file(run_dir(name) / "metrics.json");
+    for (const auto& e : d["history"]["val"].GetArray()) s.push_back(e["step"].GetUint64());
+    return s;
+  };
+  EXPECT_EQ(val_steps("straight"), (std::vector<uint64_t>{0, 6, 12}));
+  EXPECT_EQ(val_steps("killed"), (std::vector<uint64_t>{0, 6, 12}));
+  EXPECT_EQ(slurp(dir_ / "c2.log").find("Step 0/12 | val_loss"), std::string::npos) << slurp(dir_ / "c2.log");
 }
 
 }  // namespace

@@ -163,6 +163,32 @@ TEST_F(Callbacks, MetricsJsonKeepsFinalBestAndHistory) {
   table("metrics_json")->destroy(m);
 }
 
+// training.eval_at_start: the step-0 evaluation is history, never best (even
+// when it is the lowest loss), and the console names it "Step 0/N".
+TEST_F(Callbacks, StepZeroEvaluationIsHistoryButNotBest) {
+  void* m = create("metrics_json", R"({"type":"metrics_json"})", "{}");
+  send("metrics_json", m, ZC_EVENT_EVAL_END, 0, R"({"loss":1.5,"perplexity":4.4817})");
+  send("metrics_json", m, ZC_EVENT_STEP_END, 1, R"({"loss":5.0})");
+  send("metrics_json", m, ZC_EVENT_EVAL_END, 1, R"({"loss":2.0})");
+  send("metrics_json", m, ZC_EVENT_TEARDOWN, 1, "{}");
+  rapidjson::Document d;
+  d.Parse(slurp(dir / "metrics.json").c_str());
+  ASSERT_TRUE(d.IsObject()) << slurp(dir / "metrics.json");
+  ASSERT_EQ(d["history"]["val"].Size(), 2u);
+  EXPECT_EQ(d["history"]["val"][0]["step"].GetUint64(), 0u);
+  EXPECT_EQ(d["history"]["val"][0]["loss"].GetDouble(), 1.5);
+  EXPECT_EQ(d["best"]["val_loss"].GetDouble(), 2.0);
+  EXPECT_EQ(d["best"]["step"].GetUint64(), 1u);
+  table("metrics_json")->destroy(m);
+  // early_stopping with patience 1: a step-0 loss of 1.5 would make step 1's
+  // 2.0 a non-improvement and stop; step 0 is not counted, so it does not.
+  void* e = create("early_stopping", R"({"type":"early_stopping","patience":1})", "{}");
+  EXPECT_EQ(send("early_stopping", e, ZC_EVENT_EVAL_END, 0, R"({"loss":1.5})"), 0u);
+  EXPECT_EQ(send("early_stopping", e, ZC_EVENT_EVAL_END, 1, R"({"loss":2.0})"), 0u);
+  EXPECT_EQ(send("early_stopping", e, ZC_EVENT_EVAL_END, 2, R"({"loss":2.1})"), ZC_CALLBACK_REQUEST_STOP);
+  table("early_stopping")->destroy(e);
+}
+
 TEST_F(Callbacks, ModelCardRendersACustomTemplate) {
   const fs::path tpl = dir / "card.mustache";
   std::ofstream(tpl) << "{{experiment_name}}|{{params_total}}|{{#provenance}}{{path}}:{{records}}:{{license}};{{/provenance}}|"

@@ -77,6 +77,13 @@ uint32_t Console::on_event(const zc_event& e) {
     }
     auto m = parse_metrics(e.metrics_json);
     char b[512];
+    if (e.step == 0) {  // training.eval_at_start: the untrained model
+      std::snprintf(b, sizeof b, "Step 0/%llu | val_loss: %.4f | val_ppl: %.4g | bits/byte: %.4f",
+                    static_cast<unsigned long long>(e.max_steps), num(m, "loss", NAN), num(m, "perplexity", NAN),
+                    num(m, "bits_per_byte", NAN));
+      host_.log(ZC_LOG_INFO, "", b);
+      return 0;
+    }
     std::snprintf(b, sizeof b, "Eval at step %llu | val loss: %.4f | perplexity: %.4g | bits/byte: %.4f | accuracy: %.4f",
                   static_cast<unsigned long long>(e.step), num(m, "loss", NAN), num(m, "perplexity", NAN),
                   num(m, "bits_per_byte", NAN), num(m, "accuracy", NAN));

@@ -50,7 +50,9 @@ uint32_t MetricsJson::on_event(const zc_event& e) {
       if (!val_hist_.empty()) val_hist_ += ",";
       val_hist_ += last_val_;
       const double loss = num(m, "loss", NAN);
-      if (std::isfinite(loss) && (!has_best_ || loss < best_)) {
+      // Step 0 (training.eval_at_start) is the untrained model: history only,
+      // never "best" (there is no checkpoint of it), as the engine counts it.
+      if (e.step > 0 && std::isfinite(loss) && (!has_best_ || loss < best_)) {
         best_ = loss;
         best_step_ = e.step;
         has_best_ = true;

@@ -25,6 +25,7 @@ EarlyStopping::EarlyStopping(const CreateContext& ctx) : host_(ctx.host()) {
 
 uint32_t EarlyStopping::on_event(const zc_event& e) {
   if (e.kind != ZC_EVENT_EVAL_END) return 0;
+  if (e.step == 0) return 0;  // training.eval_at_start: the untrained model is no candidate for "best"
   auto m = parse_metrics(e.metrics_json);
   const double v = num(m, metric_.c_str(), NAN);
   if (!std::isfinite(v)) {

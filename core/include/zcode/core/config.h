@@ -156,6 +156,7 @@ struct TrainingConfig {
   bool tensor_parallel = false;               ///< true: not implemented yet
   int64_t tp_group_size = 1;                  ///< divides model.d_model
   int64_t eval_every = 500;                   ///< steps between evaluations, >= 1
+  bool eval_at_start = true;                  ///< evaluate before the first step of a fresh run (step 0)
   int64_t save_every = 1000;                  ///< steps between checkpoints, >= 1
   int64_t keep_last_n = 3;                    ///< checkpoints kept, 0 = all
   int64_t log_every = 10;                     ///< steps between log lines, >= 1

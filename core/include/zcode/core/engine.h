@@ -72,7 +72,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   /// Trains for training.max_steps optimizer steps (or resumes), evaluates
-  /// every training.eval_every steps and at the end, writes checkpoints every
+  /// before the first step of a fresh run (training.eval_at_start, recorded
+  /// as step 0), every training.eval_every steps and at the end, writes checkpoints every
   /// training.save_every steps and at the end, then renders the model card.
   /// Errors are logged as one line; returns an ExitCode.
   int run();
