@@ -416,6 +416,7 @@ void fill_typed(HarnessConfig::Impl& m) {
   m.evaluation.split = fold(m.evaluation.split);
   m.evaluation.batch_size = m.data.batch_size;
   ev.i64("batch_size", m.evaluation.batch_size);
+  ev.i64("max_batches", m.evaluation.max_batches);
 
   Reader ge{member(r, "generation")};
   GenerationConfig& g = m.generation;

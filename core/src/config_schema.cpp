@@ -151,7 +151,9 @@ const std::string& HarnessConfig::builtin_schema_json() {
       "properties": {
         "plugins": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "default": ["lm"]},
         "split": {"type": "string", "enum": ["val", "train"], "default": "val"},
-        "batch_size": {"type": "integer", "minimum": 1}
+        "batch_size": {"type": "integer", "minimum": 1},
+        "max_batches": {"type": "integer", "minimum": 0, "default": 0,
+          "description": "Loader batches per evaluation; 0 = the whole split (Lightning's limit_val_batches)."}
       }},
     "generation": {"type": "object", "additionalProperties": false, "default": {},
       "properties": {

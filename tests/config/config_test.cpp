@@ -111,6 +111,7 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.profiling().active, 3);
   EXPECT_EQ(c.evaluation().plugins, (Lines{"lm"}));
   EXPECT_EQ(c.evaluation().batch_size, 8);  // = data.batch_size
+  EXPECT_EQ(c.evaluation().max_batches, 0);
   EXPECT_EQ(c.generation().strategy, "greedy");
   ASSERT_EQ(c.callbacks().size(), 4u);
   EXPECT_EQ(c.callbacks()[0].type, "console");
@@ -312,6 +313,9 @@ TEST(Validate, Ranges) {
             (Lines{"optimizer.betas: expected a list of exactly 2 items, found 3 items"}));
   EXPECT_EQ(errs("training:\n  eval_every: 0\n"), (Lines{"training.eval_every: expected an integer >= 1, found 0"}));
   EXPECT_EQ(errs("training:\n  save_every: 0\n"), (Lines{"training.save_every: expected an integer >= 1, found 0"}));
+  EXPECT_EQ(errs("evaluation:\n  max_batches: -1\n"),
+            (Lines{"evaluation.max_batches: expected an integer >= 0, found -1"}));
+  EXPECT_EQ(valid("evaluation:\n  max_batches: 16\n").evaluation().max_batches, 16);
   EXPECT_EQ(errs("training:\n  max_consecutive_nonfinite: 0\n"),
             (Lines{"training.max_consecutive_nonfinite: expected an integer >= 1, found 0"}));
   EXPECT_EQ(errs("generation:\n  top_p: 0\n"),
@@ -548,7 +552,7 @@ FakeProvider standard_provider() {
       R"("decay_shape":{"enum":["linear","cosine","1-sqrt"],"default":"linear"}}})";
   p.schemas[{ZC_KIND_EVALUATOR, "lm"}] =
       R"({"type":"object","additionalProperties":false,"properties":{"plugins":{},"split":{"type":"string"},)"
-      R"("batch_size":{"type":"integer"}}})";
+      R"("batch_size":{"type":"integer"},"max_batches":{"type":"integer","minimum":0}}})";
   for (const char* cb : {"console", "metrics_json", "checkpoint", "model_card"})
     p.schemas[{ZC_KIND_CALLBACK, cb}] =
         R"({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},)"

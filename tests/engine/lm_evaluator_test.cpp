@@ -23,6 +23,7 @@ constexpr int kV = 5;
 const float kW[kV][kV] = {{2, 1, 0, -1, 0.5f}, {0, 3, 1, 1, 0}, {1, 1, 1, 1, 1.5f}, {-2, 0, 4, 0, 0}, {0.5f, 0.5f, 0, 2, 1}};
 
 bool g_has_eval = true;
+int g_next_calls = 0;  // FakeData::next_batch calls (evaluation.max_batches)
 
 double bigram_logp(int prev, int next) {
   double mx = -1e30, s = 0;
@@ -90,6 +91,7 @@ struct FakeData : public DataLoader {
     }
   }
   bool next_batch(zc_batch& out) override {
+    ++g_next_calls;
     if (pos >= inputs.size()) return false;
     out.input_ids = make_view(inputs[pos].data(), kI32, 2, shape);
     out.targets = make_view(targets[pos].data(), kI32, 2, shape);
@@ -125,14 +127,14 @@ const zc_evaluator_table* load_lm(const zc_host_services* host) {
   return nullptr;
 }
 
-std::map<std::string, double> run_lm(const zc_host_services* host, int batch_size) {
+std::map<std::string, double> run_lm(const zc_host_services* host, int batch_size, const std::string& extra = "") {
   const zc_evaluator_table* lm = load_lm(host);
   EXPECT_NE(lm, nullptr) << dlerror();
   if (!lm) return {};
   zc_create_args a{};
   a.struct_size = sizeof a;
   a.host = host;
-  const std::string opts = "{\"plugins\":[\"lm\"],\"split\":\"val\",\"batch_size\":" + std::to_string(batch_size) + "}";
+  const std::string opts = "{\"plugins\":[\"lm\"],\"split\":\"val\",\"batch_size\":" + std::to_string(batch_size) + extra + "}";
   a.options_json = opts.c_str();
   a.config_json = "{}";
   a.run_dir = "";
@@ -156,14 +158,15 @@ std::map<std::string, double> run_lm(const zc_host_services* host, int batch_siz
 
 // The reference: per-token log-probs from the model's forward_logprobs,
 // summed here, and the formulas of the lm evaluator's documentation.
-std::map<std::string, double> by_hand() {
+// `max_batches` > 0: only the first that many batches.
+std::map<std::string, double> by_hand(int max_batches = 0) {
   zc_create_args a{};
   CreateContext ctx(&a);
   FakeModel m(ctx);
   FakeData d(ctx);
   double nll = 0, bytes = 0, chars = 0, tokens = 0, correct = 0;
   zc_batch b{};
-  while (d.next_batch(b)) {
+  for (int used = 0; (max_batches == 0 || used < max_batches) && d.next_batch(b); ++used) {
     std::vector<float> lp(24);
     int64_t sh[2] = {4, 6};
     DLTensor out = make_view(lp.data(), kF32, 2, sh);
@@ -186,7 +189,8 @@ std::map<std::string, double> by_hand() {
           {"bits_per_byte", nll / (std::log(2.0) * bytes)},
           {"bits_per_char", nll / (std::log(2.0) * chars)},
           {"accuracy", correct / tokens},
-          {"tokens", tokens}};
+          {"tokens", tokens},
+          {"bytes", bytes}};
 }
 
 TEST(LmEvaluator, MatchesHandComputationFromLogprobs) {
@@ -228,6 +232,57 @@ TEST(LmEvaluator, AccuracyFallsBackToForwardLogits) {
   ASSERT_TRUE(got.count("accuracy"));
   EXPECT_NEAR(got["accuracy"], want["accuracy"], 1e-12);
   EXPECT_NEAR(got["perplexity"], want["perplexity"], 1e-9 * want["perplexity"]);
+}
+
+// evaluation.max_batches: the evaluator asks the loader for exactly that many
+// batches and its numbers are those of exactly their tokens; 0 (and a limit
+// above the split's size) is the whole split.
+TEST(LmEvaluator, MaxBatchesStopsThereAndCountsOnlyThoseTokens) {
+  zcode::HostServices host(1, 1);
+  detail::g_host = host.raw();
+  g_has_eval = true;
+  for (int mb : {1, 2}) {
+    g_next_calls = 0;
+    auto got = run_lm(host.raw(), 8, ",\"max_batches\":" + std::to_string(mb));
+    EXPECT_EQ(g_next_calls, mb) << "max_batches " << mb;
+    auto want = by_hand(mb);
+    for (const auto& [k, v] : want) {
+      ASSERT_TRUE(got.count(k)) << k;
+      EXPECT_NEAR(got[k], v, 1e-9 * std::max(1.0, std::fabs(v))) << k << " (max_batches " << mb << ")";
+    }
+  }
+  // One batch of [4, 6] with every 7th target padding (positions 6, 13, 20): 21 tokens.
+  EXPECT_EQ(by_hand(1)["tokens"], 21.0);
+  auto all = by_hand();
+  for (int mb : {0, 3, 10}) {
+    g_next_calls = 0;
+    auto got = run_lm(host.raw(), 8, ",\"max_batches\":" + std::to_string(mb));
+    EXPECT_EQ(got["tokens"], all["tokens"]) << mb;
+    EXPECT_NEAR(got["perplexity"], all["perplexity"], 1e-9 * all["perplexity"]) << mb;
+    EXPECT_EQ(g_next_calls, mb == 3 ? 3 : 4) << mb;  // the whole split ends with a 4th call returning no batch
+  }
+}
+
+TEST(LmEvaluator, NegativeMaxBatchesIsAClearError) {
+  zcode::HostServices host(1, 1);
+  detail::g_host = host.raw();
+  const zc_evaluator_table* lm = load_lm(host.raw());
+  ASSERT_NE(lm, nullptr);
+  zc_create_args a{};
+  a.struct_size = sizeof a;
+  a.host = host.raw();
+  a.options_json = "{\"max_batches\":-1}";
+  a.config_json = "{}";
+  a.run_dir = "";
+  void* model = nullptr;
+  ASSERT_EQ(detail::ModelThunks<FakeModel>::table.create(&a, &model), nullptr);
+  a.model = {&detail::ModelThunks<FakeModel>::table, model};
+  void* ev = nullptr;
+  zc_status* s = lm->create(&a, &ev);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(std::string(zcode::status_message(s)), "evaluation.max_batches: expected an integer >= 0, found -1");
+  zcode::status_release(s);
+  detail::ModelThunks<FakeModel>::table.destroy(model);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 //
 // Over one full pass of the data (the val split, or train for
 // `zcode-host evaluate --split train`: a pass ends at the first batch of the
-// next epoch, since train loaders cycle), with NLL_i = −log p(target_i | prefix)
+// next epoch, since train loaders cycle), or over its first
+// `evaluation.max_batches` loader batches when that is > 0 (the analogue of
+// PyTorch Lightning's limit_val_batches), with NLL_i = −log p(target_i | prefix)
 // for every target position i that is not −1 (padding):
 //   loss           = Σ NLL_i / N                       (nats per token)
 //   perplexity     = exp(loss)                          (Jelinek et al. 1977)
@@ -39,6 +41,9 @@ class LmEvaluator : public Evaluator {
     if (!model_) invalid_argument("evaluation: the lm evaluator needs the model (args.model is NULL)");
     batch_size_ = ctx.options().get<int64_t>("batch_size", 0);
     if (batch_size_ < 0) invalid_argument("evaluation.batch_size: expected an integer >= 1, found " + std::to_string(batch_size_));
+    max_batches_ = ctx.options().get<int64_t>("max_batches", 0);
+    if (max_batches_ < 0)
+      invalid_argument("evaluation.max_batches: expected an integer >= 0, found " + std::to_string(max_batches_));
     const std::string split = ctx.options().get<std::string>("split", "val");
     if (split != "val" && split != "train")
       invalid_argument("evaluation.split: expected \"val\" or \"train\", found \"" + split + "\"");
@@ -61,7 +66,8 @@ class LmEvaluator : public Evaluator {
     b.struct_size = sizeof(zc_batch);
     bool first = true;
     uint64_t epoch = 0;
-    while (data.next(&b)) {
+    // evaluation.max_batches > 0: no more loader batches are asked for than that.
+    for (int64_t used = 0; (max_batches_ == 0 || used < max_batches_) && data.next(&b); ++used) {
       if (host_.stop_requested()) throw Error(ZC_ERR_CANCELLED, "evaluation: stop requested");
       // A train-split loader cycles epochs for ever: one pass ends where the
       // epoch changes (that batch belongs to the next pass and is not used).
@@ -157,6 +163,7 @@ class LmEvaluator : public Evaluator {
   ModelRef model_;
   const zc_host_services* raw_host_;
   int64_t batch_size_ = 0;
+  int64_t max_batches_ = 0;  // 0 = the whole split
   int64_t vocab_ = 0;
   bool forward_eval_unsupported_ = false;
   int64_t shape_[2] = {0, 0};
@@ -172,4 +179,5 @@ ZCODE_PLUGIN("lm", "0.1.0", "Apache-2.0", "Language-model evaluation: loss, perp
                              R"JS({"type":"object","additionalProperties":false,"properties":{
   "plugins":{"type":"array","items":{"type":"string"},"default":["lm"],"description":"evaluator components"},
   "split":{"type":"string","enum":["val","train"],"default":"val","description":"split evaluated during training"},
-  "batch_size":{"type":"integer","minimum":1,"default":8,"description":"rows per forward call (the loader's batches are split into chunks of at most this many rows)"}}})JS"))
+  "batch_size":{"type":"integer","minimum":1,"default":8,"description":"rows per forward call (the loader's batches are split into chunks of at most this many rows)"},
+  "max_batches":{"type":"integer","minimum":0,"default":0,"description":"loader batches evaluated, 0 = the whole split (PyTorch Lightning's limit_val_batches)"}}})JS"))

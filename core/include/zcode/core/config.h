@@ -189,6 +189,7 @@ struct EvaluationConfig {
   std::vector<std::string> plugins = {"lm"};  ///< evaluator components (canonical)
   std::string split = "val";                  ///< val | train
   int64_t batch_size = 8;                     ///< default: data.batch_size
+  int64_t max_batches = 0;                    ///< loader batches per evaluation, 0 = the whole split
 };
 
 /// `generation:` section (host-owned; zcode-host generate).
