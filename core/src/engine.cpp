@@ -90,6 +90,17 @@ void flatten(const rapidjson::Value& v, const std::string& path, std::map<std::s
 
 // ---- metrics sink -----------------------------------------------------------
 
+// The keys the engine itself writes into a STEP_END event (a model metric of
+// the same name is not repeated: JSON objects must not have duplicate keys).
+bool engine_step_key(std::string_view name) {
+  static constexpr std::string_view kKeys[] = {"loss",         "lr",           "grad_norm",          "tokens",
+                                               "tokens_per_s", "step_time_ms", "data_wait_ms",       "data_wait_fraction",
+                                               "eta_s",        "skipped"};
+  for (std::string_view k : kKeys)
+    if (k == name) return true;
+  return false;
+}
+
 // Collects the model's per-micro-batch metrics into per-step values: loss-like
 // quantities and token counts are summed over micro-batches (each micro-batch
 // loss is already divided by the step's token count), everything else
@@ -747,8 +758,11 @@ struct Engine::Impl {
       json_num(ev, "data_wait_fraction", step_ms > 0 ? wait_ms / step_ms : 0);
       json_num(ev, "eta_s", (max_steps - step) * ema_step_ms / 1000.0);
       json_num(ev, "skipped", action == core::NonfiniteGuard::Action::kApply ? 0 : 1);
+      // The model's metrics follow, except those the engine already wrote:
+      // each key once (the model's own "tokens" is the same target-token
+      // count, summed over micro-batches; the engine's is what tokens_per_s uses).
       for (const auto& e : sink.entries)
-        if (e.count && e.name != "loss") json_num(ev, e.name.c_str(), sink.value(e));
+        if (e.count && !engine_step_key(e.name)) json_num(ev, e.name.c_str(), sink.value(e));
       ev.push_back('}');
       if (tc.log_every > 0 && (step % static_cast<uint64_t>(tc.log_every) == 0 || step == 1 || step == max_steps))
         last_train_json = ev;  // (allocates only on logging steps)

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -43,6 +44,23 @@ rapidjson::Document json_file(const fs::path& p) {
   rapidjson::Document d;
   d.Parse<rapidjson::kParseFullPrecisionFlag>(slurp(p).c_str());
   return d;
+}
+
+// The first object key that occurs twice in one object of `v` ("path.key"),
+// or "" (RapidJSON keeps duplicate members, so they can be seen).
+std::string duplicate_keys(const rapidjson::Value& v, const std::string& path = "") {
+  if (v.IsObject()) {
+    std::set<std::string> seen;
+    for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+      const std::string k = it->name.GetString();
+      if (!seen.insert(k).second) return path + "." + k;
+      if (auto d = duplicate_keys(it->value, path + "." + k); !d.empty()) return d;
+    }
+  } else if (v.IsArray()) {
+    for (rapidjson::SizeType i = 0; i < v.Size(); ++i)
+      if (auto d = duplicate_keys(v[i], path + "[" + std::to_string(i) + "]"); !d.empty()) return d;
+  }
+  return "";
 }
 
 // What must exist for an end-to-end run; empty when everything is there.
@@ -220,6 +238,15 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
     std::snprintf(b, sizeof b, "[INFO] Step 0/12 | val_loss: %.4f | val_ppl: ", m["history"]["val"][0]["loss"].GetDouble());
     EXPECT_NE(log.find(b), std::string::npos) << b << "\n" << log;
     EXPECT_LT(log.find(b), log.find("[INFO] Step 1/12 | loss: "));
+  }
+  // Every object of metrics.json has each key once (a duplicate "tokens"
+  // once came from the engine's count and the model's metric).
+  EXPECT_EQ(duplicate_keys(m), "");
+  for (const auto& e : m["history"]["train"].GetArray()) {
+    ASSERT_TRUE(e["tokens"].IsNumber());
+    EXPECT_GT(e["tokens"].GetDouble(), 0);
+    EXPECT_NEAR(e["tokens_per_s"].GetDouble(), e["tokens"].GetDouble() / (e["step_time_ms"].GetDouble() / 1000.0),
+                1e-6 * e["tokens_per_s"].GetDouble());
   }
   auto l = losses("full");
   EXPECT_LT(l.back().second, l.front().second) << "the loss did not go down in 12 steps";
