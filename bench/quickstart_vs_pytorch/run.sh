@@ -8,6 +8,7 @@
 # ZCode / tuned PyTorch. Builds nothing.
 #
 #   bench/quickstart_vs_pytorch/run.sh [--steps N] [--compare M] [--warmup W] [--work DIR] [--keep]
+#                                      [--set key=value]...   (more config overrides, for every run)
 #
 # Environment: ZCODE_BUILD_DIR (default build/release) holds bin/zcode-host,
 # bin/quickstart_dump and lib/zcode/plugins. Exit status: 0 all checks pass,
@@ -24,6 +25,7 @@ COMPARE=50
 WARMUP=5
 WORK=""
 KEEP=0
+EXTRA_SETS=()
 
 die() { echo "run.sh: $1" >&2; exit "${2:-2}"; }
 
@@ -34,7 +36,8 @@ while [[ $# -gt 0 ]]; do
     --warmup) WARMUP="${2:?--warmup needs a value}"; shift 2 ;;
     --work) WORK="${2:?--work needs a value}"; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --set) EXTRA_SETS+=(--set "${2:?--set needs key=value}"); shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -59,21 +62,45 @@ JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 [[ -f "$OPENBLAS_OMP/libblas.so.3" ]] || die "$OPENBLAS_OMP/libblas.so.3 not found (package libopenblas0-openmp): run scripts/install-deps.sh"
 [[ -f "$JEMALLOC" ]] || die "$JEMALLOC not found (package libjemalloc2): run scripts/install-deps.sh"
 
+# OpenBLAS misdetects some CPUs as 'Prescott' (generic kernels, ~8x slower
+# GEMMs; the glm52 plugin warns about it). ZCode and PyTorch both run their
+# GEMMs on OpenBLAS, so the fix applies to every run alike.
+blas_core() {
+  "$PY" -c 'import ctypes; l = ctypes.CDLL("libopenblas.so.0"); l.openblas_get_corename.restype = ctypes.c_char_p; print(l.openblas_get_corename().decode())' 2>/dev/null || echo unknown
+}
+CORE="$(blas_core)"
+if [[ -z "${OPENBLAS_CORETYPE:-}" && "$CORE" == Prescott ]]; then
+  if grep -q -w avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+  elif grep -q -w avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+  [[ -n "${OPENBLAS_CORETYPE:-}" ]] && CORE="$CORE -> $(blas_core) (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE for every run)"
+fi
+
 if [[ -z "$WORK" ]]; then
   WORK="$(mktemp -d /tmp/zcode_quickstart_vs_pytorch.XXXXXX)"
   [[ "$KEEP" == 1 ]] || trap 'rm -rf "$WORK"' EXIT
 fi
 mkdir -p "$WORK"
 
+# The Engine always evaluates after the last step; on the full val split that
+# takes longer than the timed steps on a loaded machine, so it gets a small
+# val file (at a fixed path, so its token cache is reused). Train batches do
+# not depend on data.val_path (plugins/dataloader/README.md).
+VAL_SMALL="$ROOT/.cache/zcode/bench/fortunes_val_64.jsonl"
+mkdir -p "$(dirname "$VAL_SMALL")"
+if ! cmp -s <(head -n 64 data/fortunes/val.jsonl) "$VAL_SMALL" 2>/dev/null; then
+  head -n 64 data/fortunes/val.jsonl > "$VAL_SMALL.tmp.$$" && mv "$VAL_SMALL.tmp.$$" "$VAL_SMALL"
+fi
+
 # Every figure comes from the same overrides: N steps, every step logged, no
 # evaluation or checkpoint before the end, 2 threads, metrics_json only.
-SETS=(--set "training.max_steps=$STEPS" --set training.log_every=1 --set training.eval_every=0
-      --set training.save_every=0 --set hardware.num_threads=2 --set "logging.output_dir=$WORK/runs"
-      --set 'callbacks=[{type: metrics_json}]')
+SETS=(--set "data.val_path=$VAL_SMALL" --set "training.max_steps=$STEPS" --set training.log_every=1 --set "training.eval_every=$STEPS"
+      --set "training.save_every=$STEPS" --set hardware.num_threads=2 --set "logging.output_dir=$WORK/runs"
+      --set 'callbacks=[{type: metrics_json}]' ${EXTRA_SETS[@]+"${EXTRA_SETS[@]}"})
 
 echo "== conditions =="
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores visible; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "OpenBLAS core: $CORE"
 echo "torch: $("$PY" -c 'import torch; print(torch.__version__)'); config: $CONFIG, $STEPS steps, timing from step $((WARMUP + 1))"
 echo
 
