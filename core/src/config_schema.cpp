@@ -76,8 +76,8 @@ const std::string& HarnessConfig::builtin_schema_json() {
       "properties": {
         "loader": {"type": "string", "minLength": 1, "default": "jsonl"},
         "train_path": {"type": "string", "minLength": 1},
-        "val_path": {"type": "string", "minLength": 1},
-        "train_shard_pattern": {"type": "string", "minLength": 1},
+        "val_path": {"type": ["string", "null"], "minLength": 1},
+        "train_shard_pattern": {"type": ["string", "null"], "minLength": 1},
         "tokenizer": {"type": ["string", "object"], "minLength": 1, "default": "hf://gpt2",
           "properties": {"type": {"type": "string", "minLength": 1}, "path": {"type": "string", "minLength": 1}}},
         "batch_size": {"type": "integer", "minimum": 1, "default": 8},
@@ -86,7 +86,7 @@ const std::string& HarnessConfig::builtin_schema_json() {
         "text_field": {"type": "string", "minLength": 1, "default": "text"},
         "on_bad_record": {"type": "string", "enum": ["error", "skip"], "default": "error"},
         "val_fraction": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMaximum": true, "default": 0.0},
-        "cache_dir": {"type": "string", "minLength": 1},
+        "cache_dir": {"type": ["string", "null"], "minLength": 1},
         "cross_document_attention": {"type": "boolean", "default": true}
       }},
     "optimizer": {"type": "object", "x-plugin-owned": true, "additionalProperties": true, "default": {},

@@ -476,7 +476,7 @@ void cross_field(const Lookup& r, const Lookup& raw, std::vector<ConfigError>& e
     e.push_back({"training.tp_group_size", n2s(*tp) + " has no effect unless training.tensor_parallel is true"});
 
   auto vf = r.num("data.val_fraction");
-  if (vf && *vf > 0 && r.present("data.val_path"))
+  if (vf && *vf > 0 && r.str("data.val_path"))
     e.push_back({"data.val_fraction", d2s(*vf) + " cannot be combined with data.val_path; use one of them"});
 
   auto strategy = r.str("generation.strategy");

@@ -642,3 +642,19 @@ TEST(PluginSchemas, TokenizerComponentInference) {
 }
 
 }  // namespace
+
+namespace {
+
+// A null optional path means "unset" (YAML `~`/`null`, or a plugin schema's
+// `default: null` saved into a checkpoint's resolved config and read back).
+TEST(Validate, NullOptionalPathsMeanUnset) {
+  EXPECT_EQ(errs("  val_path: null\n  train_shard_pattern: ~\n  cache_dir: null\n"), Lines{});
+  HarnessConfig c = valid("  val_path: null\n  val_fraction: 0.1\n");
+  EXPECT_FALSE(c.data().val_path.has_value());
+  EXPECT_EQ(c.data().val_fraction, 0.1);
+  // A real val_path together with val_fraction is still refused.
+  EXPECT_EQ(errs("  val_path: v.jsonl\n  val_fraction: 0.1\n"),
+            (Lines{"data.val_fraction: 0.1 cannot be combined with data.val_path; use one of them"}));
+}
+
+}  // namespace
