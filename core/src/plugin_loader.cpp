@@ -2,6 +2,7 @@
 // and table-header checks. See plugin_loader.h.
 #include "plugin_loader.h"
 
+#include <zcode/core/blas_env.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
 
@@ -122,6 +123,12 @@ void load_into(LoadedFile& out, const std::filesystem::path& path) {
     out.error = error;
     return;
   }
+  // Before any plugin can pull in OpenBLAS, which reads its core type once at load.
+  static const bool blas_logged = [] {
+    log::debug(prepare_blas_environment());
+    return true;
+  }();
+  (void)blas_logged;
   auto lib = std::make_unique<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;
   lib->load(boost::dll::fs::path(path.string()), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
