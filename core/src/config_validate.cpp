@@ -33,6 +33,21 @@ void tokenizer_options(const JsonValue* tok, JsonValue& out, JsonAlloc& a) {
   if (tok && tok->IsString()) out.AddMember("path", JsonValue(*tok, a), a);
 }
 
+// The built-in schema's default for data.tokenizer (a string reference).
+const JsonValue* builtin_tokenizer_default() {
+  static const JsonDoc schema = [] {
+    JsonDoc d;
+    d.Parse(HarnessConfig::builtin_schema_json().c_str());
+    return d;
+  }();
+  const JsonValue* v = &schema;
+  for (const char* k : {"properties", "data", "properties", "tokenizer", "default"}) {
+    v = v->IsObject() ? member(*v, k) : nullptr;
+    if (!v) return nullptr;
+  }
+  return v;
+}
+
 std::string tokenizer_component(const JsonValue* tok) {
   const JsonValue* path = tok;
   if (tok && tok->IsObject()) {
@@ -655,7 +670,9 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
       const JsonValue* raw_section = nullptr;
       if (s.section_path == "data.tokenizer") {
         const JsonValue* data = member(m.raw, "data");
-        tokenizer_options(data ? member(*data, "tokenizer") : nullptr, section, section.GetAllocator());
+        const JsonValue* tok = data ? member(*data, "tokenizer") : nullptr;
+        if (!tok) tok = builtin_tokenizer_default();  // what the engine creates when absent
+        tokenizer_options(tok, section, section.GetAllocator());
       } else if (s.section_path.starts_with("callbacks[")) {
         raw_section = member(named, "callbacks");
         size_t i = std::stoul(s.section_path.substr(10));

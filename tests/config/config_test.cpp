@@ -658,3 +658,18 @@ TEST(Validate, NullOptionalPathsMeanUnset) {
 }
 
 }  // namespace
+
+namespace {
+
+// With no data.tokenizer, validation checks the tokenizer plugin's options
+// with the built-in default reference (what the engine then creates), so a
+// plugin schema that requires `path` is satisfied.
+TEST(PluginSchemas, AbsentTokenizerUsesTheDefaultReference) {
+  FakeProvider p = standard_provider();
+  p.schemas[{ZC_KIND_TOKENIZER, "bpe"}] =
+      R"({"type":"object","required":["path"],"properties":{"path":{"type":"string"},"allowed_special":{"type":"array"}},"additionalProperties":false})";
+  EXPECT_EQ(errs("", &p), Lines{});
+  EXPECT_EQ(errs("  tokenizer: {allowed_special: []}\n", &p), (Lines{"data.tokenizer.path: missing required key"}));
+}
+
+}  // namespace
