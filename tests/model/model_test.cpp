@@ -268,3 +268,36 @@ TEST(Model, NoHeapAllocationInSteadyStateStep) {
 }
 
 }  // namespace
+
+// forward_eval's arg-max (ABI 1.1, used for next-token accuracy) is the arg-max
+// of the full-recompute logits row by row (dropless capacity, so both paths
+// route the same), and its log-probs are forward_logprobs' log-probs.
+TEST(ForwardEval, ArgmaxMatchesFullLogits) {
+  zcode::kernels::set_num_threads(2);
+  const glm52::Config cfg = glm52_test::make_config(
+      R"({"vocab_size": 300, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 8,
+          "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 16, "first_dense_layers": 0, "capacity_factor": 0,
+          "max_seq_len": 32})");
+  glm52::Model<float> model(cfg, 11);
+  const int B = 2, T = 12, V = static_cast<int>(cfg.vocab_size);
+  std::vector<int32_t> ids(B * T), tgt(B * T);
+  for (int i = 0; i < B * T; ++i) {
+    ids[i] = (i * 37 + 5) % V;
+    tgt[i] = i % 5 == 4 ? -1 : (i * 53 + 9) % V;
+  }
+  glm52::BatchView b;
+  b.ids = ids.data();
+  b.targets = tgt.data();
+  b.B = B;
+  b.T = T;
+  std::vector<float> lp(B * T), lp_only(B * T);
+  std::vector<int32_t> am(B * T, -7);
+  model.forward_logprobs(b, lp.data(), am.data());
+  model.forward_logprobs(b, lp_only.data());
+  EXPECT_EQ(0, std::memcmp(lp.data(), lp_only.data(), lp.size() * sizeof(float)));
+  std::vector<float> logits(T * V);
+  for (int r = 0; r < B; ++r) {
+    model.forward_logits(ids.data() + r * T, T, logits.data());
+    for (int t = 0; t < T; ++t) EXPECT_EQ(am[r * T + t], argmax(logits.data() + t * V, V)) << "row " << r << " pos " << t;
+  }
+}

@@ -895,7 +895,7 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
 }
 
 template <class T>
-void Model<T>::forward_logprobs(const BatchView& b, float* out) {
+void Model<T>::forward_logprobs(const BatchView& b, float* out, int32_t* argmax) {
   check_batch(b);
   if (!b.targets) throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets: missing");
   const Config& c = cfg_;
@@ -907,6 +907,15 @@ void Model<T>::forward_logprobs(const BatchView& b, float* out) {
   for (int64_t r0 = 0; r0 < N; r0 += ws.logits_rows) {
     const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, N - r0));
     linear_fwd<T>(rows, static_cast<int>(V), static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
+    if (argmax) {  // before softmax_xent, which overwrites the logits; ties: lowest id
+      for (int r = 0; r < rows; ++r) {
+        const T* row = ws.logits + int64_t{r} * V;
+        int64_t best = 0;
+        for (int64_t v = 1; v < V; ++v)
+          if (row[v] > row[best]) best = v;
+        argmax[r0 + r] = static_cast<int32_t>(best);
+      }
+    }
     zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, T(0), false);
   }
   for (int64_t n = 0; n < N; ++n) out[n] = b.targets[n] >= 0 ? static_cast<float>(-ws.nll[n]) : 0.0f;

@@ -69,7 +69,10 @@ class Model {
                         uint64_t sample_seed, StepMetrics& m);
   /// log p(target) per position, out [B, T] (0 where target == -1). MoE
   /// capacity as in training (same micro-batch semantics).
-  void forward_logprobs(const BatchView& b, float* out);
+  /// Forward only: out[n] = log p(target_n) (0 where target is -1), float32
+  /// [batch, seq]; when `argmax` is given, also the arg-max id of each
+  /// position's logits over the real vocab (ties: lowest id), int32 [batch, seq].
+  void forward_logprobs(const BatchView& b, float* out, int32_t* argmax = nullptr);
   /// Next-token logits for one sequence, out [n, V], dropless MoE.
   void forward_logits(const int32_t* tokens, int n, float* out);
 

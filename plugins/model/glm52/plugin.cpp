@@ -118,6 +118,24 @@ class Glm52 : public zcode::sdk::Model {
     model_->forward_logprobs(v, zcode::sdk::data_ptr<float>(out));
   }
 
+  // zc_model_table.forward_eval (ABI 1.1): target log-probs and, when
+  // out_argmax is given, the arg-max id per position, from one forward pass.
+  void forward_eval(const zc_batch& b, DLTensor* out_logprobs, DLTensor* out_argmax) override {
+    zcode::kernels::set_num_threads(threads_);
+    const glm52::BatchView v = view(b, true);
+    auto check_out = [&](const DLTensor* t, DLDataType dt, const char* what, const char* type) {
+      if (!t || t->device.device_type != kDLCPU || !zcode::sdk::same_dtype(t->dtype, dt) || t->ndim != 2 ||
+          t->shape[0] != v.B || t->shape[1] != v.T || (t->strides && (t->strides[1] != 1 || t->strides[0] != v.T)))
+        throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("forward_eval: ") + what + " must be a contiguous CPU " +
+                                                 type + " [" + std::to_string(v.B) + ", " + std::to_string(v.T) +
+                                                 "] tensor");
+    };
+    check_out(out_logprobs, zcode::sdk::kF32, "out_logprobs", "float32");
+    if (out_argmax) check_out(out_argmax, zcode::sdk::kI32, "out_argmax", "int32");
+    model_->forward_logprobs(v, zcode::sdk::data_ptr<float>(*out_logprobs),
+                             out_argmax ? zcode::sdk::data_ptr<int32_t>(*out_argmax) : nullptr);
+  }
+
   const std::string& info_json() const override { return info_; }
 
   void* decode_begin(int32_t batch, int32_t max_len) override {
