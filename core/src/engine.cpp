@@ -956,6 +956,10 @@ int Engine::run() {
       char b[64];
       std::snprintf(b, sizeof b, "%.4g", m.best_val_loss);
       log::info(std::string("Training complete. Best val loss: ") + (std::isfinite(m.best_val_loss) ? b : "n/a"));
+      // Where everything is, last, so a new user knows what to open next.
+      const fs::path ck = m.run_dir / "checkpoints";
+      log::info("Outputs in " + m.run_dir.string() + ": config.yaml, metrics.json, model_card.md, logs/console.log");
+      if (fs::exists(ck / "latest")) log::info("Latest checkpoint: " + (ck / "latest").string());
     }
     log::close_file();
     return rc;
