@@ -2,6 +2,7 @@
 // tokenizers) on Debian's fortunes and an adversarial set; goldens generated
 // once by scripts/tokenizer-goldens.js.
 #include "plugin_harness.h"
+#include "bpe_model.h"
 
 #include <rapidjson/document.h>
 #include <zlib.h>
@@ -94,6 +95,30 @@ TEST_F(Golden, Gpt2EncoderJsonMatchesGpt3Encoder) {
   ZT_REQUIRE_ASSET(dir + "/encoder.json");
   zt::Tok tok(bpe(), "{\"path\":" + zt::q(dir + "/encoder.json") + "}");
   check_parity(tok, "gpt2", 0, true);
+}
+
+// Four threads share one model (and so its lock-free word cache, cold at the
+// start): every text must still get the reference's ids. Run 3 times so the
+// later passes read words another thread inserted.
+TEST_F(Golden, Gpt2SharedWordCacheAcrossThreadsMatchesHfTokenizers) {
+  std::string dir = zt::assets_dir() + "/hf/gpt2";
+  ZT_REQUIRE_ASSET(dir + "/vocab.json");
+  auto model = zcode::tok::BpeModel::load_gpt2(dir + "/vocab.json", dir + "/merges.txt");
+  std::vector<std::string_view> texts;
+  std::vector<const std::vector<int32_t>*> want;
+  for (const Case& c : goldens()) {
+    auto it = c.ids.find("gpt2_hf");
+    if (it == c.ids.end()) continue;
+    texts.push_back(c.text);
+    want.push_back(&it->second);
+  }
+  ASSERT_GT(texts.size(), 800u);
+  for (int pass = 0; pass < 3; ++pass) {
+    auto got = zcode::tok::encode_batch(model, texts, 4);
+    size_t bad = 0;
+    for (size_t i = 0; i < texts.size(); ++i) bad += got[i] != *want[i] ? 1 : 0;
+    EXPECT_EQ(bad, 0u) << "pass " << pass << ": " << bad << " of " << texts.size() << " texts differ";
+  }
 }
 
 TEST_F(Golden, Gpt2VocabJsonMatchesHfTokenizers) {

@@ -558,6 +558,10 @@ void BpeEncoder::pretokenize(std::string_view text, std::vector<int32_t>& out, b
   }
 }
 
+void BpeEncoder::remember(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
+  if (!model_->word_cache_->insert(word, h, ids, n)) cache_.insert(word, h, ids, n);
+}
+
 void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) {
   if (word.empty()) return;
   const BpeModel& m = *model_;
@@ -567,7 +571,7 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) {
     h = hash_bytes(word);
     const int32_t* ids;
     size_t n;
-    if (cache_.find(word, h, &ids, &n)) {
+    if (m.word_cache_->find(word, h, &ids, &n) || cache_.find(word, h, &ids, &n)) {
       out.insert(out.end(), ids, ids + n);
       return;
     }
@@ -577,7 +581,7 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) {
     int32_t id = m.token_to_id(word);
     if (id >= 0) {
       out.push_back(id);
-      if (h) cache_.insert(word, h, &id, 1);
+      if (h) remember(word, h, &id, 1);
       return;
     }
   }
@@ -610,7 +614,7 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) {
     }
   }
   bpe(out);
-  if (h) cache_.insert(word, h, out.data() + before, out.size() - before);
+  if (h) remember(word, h, out.data() + before, out.size() - before);
 }
 
 void BpeEncoder::bpe(std::vector<int32_t>& out) {

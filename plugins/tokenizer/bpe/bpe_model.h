@@ -10,6 +10,7 @@
 #pragma once
 
 #include "flat_map.h"
+#include "shared_word_cache.h"
 
 #include <cstdint>
 #include <memory>
@@ -51,7 +52,8 @@ struct StringHash {
 };
 
 /// An immutable BPE tokenizer: vocabulary, merge ranks and the text pipeline.
-/// Thread-safe to share (all methods const).
+/// Thread-safe to share (all methods const). It also owns the word cache
+/// that all its encoders share (lock-free, see shared_word_cache.h).
 class BpeModel {
  public:
   /// Loads the GPT-2 format: `vocab_path` (encoder.json / vocab.json: token -> id)
@@ -103,13 +105,18 @@ class BpeModel {
   std::vector<AddedToken> added_;
   std::vector<std::string> id_bytes_;    // fast decode for a pure ByteLevel decoder
   bool fast_decode_ = false;
+  // Word -> ids results of every encoder of this model; only ever grows, and
+  // only with what bpe() computes, so it does not change any result.
+  std::unique_ptr<SharedWordCache> word_cache_ = std::make_unique<SharedWordCache>();
 };
 
-/// Runs a BpeModel on text segments. Holds the per-word cache and scratch
-/// buffers, so it is NOT thread-safe: use one per thread (they may share the
-/// model). After warm-up, encoding allocates nothing per token.
+/// Runs a BpeModel on text segments. Holds scratch buffers and a private
+/// overflow word cache (used once the model's shared cache is full), so it is
+/// NOT thread-safe: use one per thread (they may share the model). After
+/// warm-up, encoding allocates nothing per token.
 class BpeEncoder {
  public:
+  /// `cache_entries`: size of the private overflow cache.
   explicit BpeEncoder(std::shared_ptr<const BpeModel> model, size_t cache_entries = size_t{1} << 16);
   /// Appends to `out` the ids of a plain-text segment (no special-token
   /// parsing: callers split specials first). `first` is true for the segment
@@ -119,6 +126,7 @@ class BpeEncoder {
 
  private:
   void encode_word(std::string_view word, std::vector<int32_t>& out);
+  void remember(std::string_view word, uint64_t h, const int32_t* ids, size_t n);  // shared cache, else private
   void bpe(std::vector<int32_t>& out);  // merges syms_ in place, appends to out
   void pretokenize(std::string_view text, std::vector<int32_t>& out, bool first);
 

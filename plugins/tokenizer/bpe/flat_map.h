@@ -74,19 +74,14 @@ class U64Map {
 /// Cache from a word's bytes to its token ids. Keys and values live in two
 /// arenas; when either the table or the arenas reach their limit the cache is
 /// cleared (memory stays reserved, so the steady state allocates nothing).
+/// Memory is reserved on the first insert: an encoder whose words all hit the
+/// model's shared cache never pays for it.
 class WordCache {
  public:
-  explicit WordCache(size_t max_entries = size_t{1} << 18) {
-    size_t cap = 16;
-    while (cap < 2 * max_entries) cap <<= 1;
-    slots_.assign(cap, Slot{});
-    mask_ = cap - 1;
-    max_entries_ = max_entries;
-    keys_.reserve(max_entries * 8);
-    ids_.reserve(max_entries * 2);
-  }
+  explicit WordCache(size_t max_entries = size_t{1} << 18) : max_entries_(max_entries) {}
   /// The cached ids of `word` (hash h = hash_bytes(word)), or false.
   bool find(std::string_view word, uint64_t h, const int32_t** ids, size_t* n) const {
+    if (slots_.empty()) return false;
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.hash == 0) return false;
@@ -98,6 +93,14 @@ class WordCache {
     }
   }
   void insert(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
+    if (slots_.empty()) {
+      size_t cap = 16;
+      while (cap < 2 * max_entries_) cap <<= 1;
+      slots_.assign(cap, Slot{});
+      mask_ = cap - 1;
+      keys_.reserve(max_entries_ * 8);
+      ids_.reserve(max_entries_ * 2);
+    }
     if (size_ >= max_entries_ || keys_.size() + word.size() > keys_.capacity() || ids_.size() + n > ids_.capacity()) clear();
     if (word.size() > keys_.capacity() || n > ids_.capacity()) return;
     size_t i = h & mask_;
@@ -109,7 +112,7 @@ class WordCache {
     ++size_;
   }
   void clear() {
-    std::fill(slots_.begin(), slots_.end(), Slot{});
+    std::fill(slots_.begin(), slots_.end(), Slot{});  // empty before the first insert: a no-op
     keys_.clear();
     ids_.clear();
     size_ = 0;
