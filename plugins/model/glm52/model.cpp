@@ -287,20 +287,31 @@ struct Model<T>::Workspace {
       take(rstd_final, N);
     }
     kept_bytes = off;
-    take(gx, N * d);
-    take(gy, N * d);
+    take(gx, N * d);  // gx and gz swap roles in backward; the LM head writes gx
     take(gz, N * d);
+    // Scratch of the blocks' forward and backward. None of it is live while
+    // the LM head runs (after forward, before backward), so the logits chunk
+    // shares its memory: a larger chunk at no extra peak.
+    off = (off + 63) / 64 * 64;
+    const size_t scratch_begin = off;
+    take(gy, N * d);
     take(dqkv, N * c.qkv_dim());
     take(dO, N * H * hd);
     take(dtheta, N * (c.rotary_dims() / 2));
     take(gbuf, std::max({N * Fd * (any_dense ? 1 : 0), N * k * F * (any_moe ? 1 : 0), N * F * (S > 0 ? 1 : 0)}));
     take(xe, any_moe ? N * k * d : 0);
     take(dye, any_moe ? N * k * d : 0);
-    logits_rows = std::min<int64_t>(std::max<int64_t>(kLogitsChunkElems / std::max<int64_t>(c.vocab_size, 1) / 16 * 16, 16), N);
-    take(logits, logits_rows * c.vocab_size);
     take(dz, N * E);
     take(dgate, N * k);
     take(dg_rows, N);
+    const int64_t V = std::max<int64_t>(c.vocab_size, 1);
+    // Same footprint as a separate kLogitsChunkElems chunk plus the scratch.
+    const int64_t chunk_elems = kLogitsChunkElems + static_cast<int64_t>((off - scratch_begin) / sizeof(T));
+    logits_rows = std::min<int64_t>(std::max<int64_t>(chunk_elems / V / 16 * 16, 16), N);
+    const size_t scratch_end = off;
+    off = scratch_begin;
+    take(logits, logits_rows * c.vocab_size);
+    off = std::max(off, scratch_end);
     take(inv_freq, c.rotary_dims() / 2 + 1);
     take(rope_cos, int64_t{Tn} * (c.rotary_dims() / 2));
     take(rope_sin, int64_t{Tn} * (c.rotary_dims() / 2));
