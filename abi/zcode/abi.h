@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 1u
+#define ZC_ABI_VERSION_MINOR 2u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -351,7 +351,7 @@ typedef struct zc_dataloader_table {
 /* Model                                                                      */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_MODEL_TABLE_VERSION 2u
+#define ZC_MODEL_TABLE_VERSION 3u
 
 /* Parameter flags. */
 enum {
@@ -442,6 +442,15 @@ typedef struct zc_model_table {
    * when it can recompute it through forward_logits). */
   zc_status* (*forward_eval)(void* instance, const zc_batch* batch, DLTensor* out_logprobs,
                              DLTensor* out_argmax);
+
+  /* ---- kind_version 3 (ABI 1.2) ---- */
+  /* Named activations that the last forward_backward kept for its backward,
+   * for inspection (the debugger callback's histograms). Each entry's `value`
+   * is a float32 CPU tensor [batch, seq, width] owned by the model, `grad` is
+   * NULL and `flags` 0. The list and the tensors stay valid until the next
+   * call on the instance; they are read-only. Before any forward_backward the
+   * list is empty. A model without it returns ZC_ERR_UNSUPPORTED. */
+  zc_status* (*activations)(void* instance, zc_param_list* out);
 } zc_model_table;
 
 /* ------------------------------------------------------------------------ */
@@ -590,7 +599,8 @@ ZC_STATIC_ASSERT(sizeof(zc_create_args) == 80, "zc_create_args layout");
 ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
 ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
-ZC_STATIC_ASSERT(sizeof(zc_model_table) == 144, "zc_model_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_model_table) == 152, "zc_model_table layout");
+ZC_STATIC_ASSERT(offsetof(zc_model_table, activations) == 144, "zc_model_table.activations (ABI 1.2)");
 ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 72, "zc_optimizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_scheduler_table) == 56, "zc_scheduler_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_evaluator_table) == 56, "zc_evaluator_table layout");

@@ -45,6 +45,18 @@ struct DebugModel : zcode::sdk::Model {
   void decode_reorder(void*, const int32_t*) override {}
   void decode_end(void*) override {}
   void forward_logits(const int32_t*, int32_t, float*) override {}
+  // One activation "layers.0.attn.out" [1, 2, 2] = {1, -1, 3, 5}: mean 2,
+  // population std sqrt(((1-2)² + (-1-2)² + (3-2)² + (5-2)²) / 4) = sqrt(5),
+  // max |x| 5.
+  zc_param_list activations() override {
+    act_v = zcode::sdk::make_view(act, zcode::sdk::kF32, 3, act_shape);
+    act_p = zc_param{"layers.0.attn.out", &act_v, nullptr, 0, 0};
+    return {&act_p, 1};
+  }
+  float act[4] = {1, -1, 3, 5};
+  int64_t act_shape[3] = {1, 2, 2};
+  DLTensor act_v{};
+  zc_param act_p{};
   float wq[2] = {3, 4}, gq[2] = {0, 0}, wk[1] = {0}, gk[1] = {12}, em[4] = {1, 1, 1, 1}, ge[4] = {1, -1, 0, 0};
   int64_t s1[1] = {1}, s2[1] = {2}, s4[1] = {4};
   DLTensor v[3], g[3];
@@ -255,10 +267,53 @@ TEST_F(Callbacks, DebuggerWritesGroupNormsAndHistograms) {
     EXPECT_EQ(gh[13].GetUint64(), 1u);
     EXPECT_EQ(gh[12].GetUint64(), 2u);
     EXPECT_EQ(j["grad_hist"]["zeros"].GetUint64(), 4u);
+    ASSERT_TRUE(j["activations"].IsObject()) << line;
+    const auto& a = j["activations"]["layers.0.attn.out"];
+    ASSERT_TRUE(a.IsObject()) << line;
+    EXPECT_EQ(a["shape"].Size(), 3u);
+    EXPECT_EQ(a["shape"][2].GetInt64(), 2);
+    EXPECT_DOUBLE_EQ(a["mean"].GetDouble(), 2.0);
+    EXPECT_NEAR(a["std"].GetDouble(), std::sqrt(5.0), 1e-8);
+    EXPECT_DOUBLE_EQ(a["max_abs"].GetDouble(), 5.0);
+    // 1, -1 and 3 fall in decade [0, 1) (bin 12), 5 too: all four there.
+    EXPECT_EQ(a["hist"]["counts"][12].GetUint64(), 4u);
   }
   EXPECT_EQ(n, 2);
   table("debugger")->destroy(d);
   zcode::sdk::detail::ModelThunks<DebugModel>::table.destroy(model);
+}
+
+}  // namespace
+
+namespace {
+
+// A model table from before ABI 1.2 (struct_size ends before `activations`):
+// the debugger writes "activations": null and still writes the rest.
+TEST_F(Callbacks, DebuggerWritesNullActivationsForAnAbi11Model) {
+  zcode::sdk::detail::g_host = host.raw();
+  zc_create_args a{};
+  a.struct_size = sizeof a;
+  a.host = host.raw();
+  void* model = nullptr;
+  zc_model_table old = zcode::sdk::detail::ModelThunks<DebugModel>::table;
+  old.header.struct_size = static_cast<uint32_t>(offsetof(zc_model_table, activations));
+  ASSERT_EQ(old.create(&a, &model), nullptr);
+  void* d = create("debugger", R"({"type":"debugger","every":1})", "{}");
+  zc_event e{};
+  e.struct_size = sizeof e;
+  e.kind = ZC_EVENT_STEP_END;
+  e.metrics_json = "{}";
+  e.model = {&old, model};
+  e.step = 1;
+  uint32_t flags = 0;
+  ASSERT_EQ(table("debugger")->on_event(d, &e, &flags), nullptr);
+  rapidjson::Document j;
+  j.Parse(slurp(dir / "logs/debug.jsonl").c_str());
+  ASSERT_TRUE(j.IsObject());
+  EXPECT_TRUE(j["activations"].IsNull());
+  EXPECT_DOUBLE_EQ(j["grad_norm"]["layers.0.attn"].GetDouble(), 12.0);
+  table("debugger")->destroy(d);
+  old.destroy(model);
 }
 
 }  // namespace

@@ -301,3 +301,64 @@ TEST(ForwardEval, ArgmaxMatchesFullLogits) {
     for (int t = 0; t < T; ++t) EXPECT_EQ(am[r * T + t], argmax(logits.data() + t * V, V)) << "row " << r << " pos " << t;
   }
 }
+
+// The activations exposed for inspection (ABI 1.2) are the ones the step
+// used: checked against values computed here from the parameters alone.
+TEST(Activations, MatchIndependentRecomputation) {
+  zcode::kernels::set_num_threads(2);
+  const glm52::Config cfg = glm52_test::make_config(kSmall);  // 3 layers, layer 0 dense, deepnorm + scalenorm
+  glm52::Model<double> model(cfg, 7);
+  const glm52_test::Batch b = glm52_test::random_batch(2, 16, 300, 3);
+  std::vector<glm52::Model<double>::Activation> acts;
+  int B = -1, T = -1;
+  model.activations(acts, B, T);
+  EXPECT_TRUE(acts.empty());  // nothing before the first step
+  EXPECT_EQ(B, 0);
+  glm52::StepMetrics m;
+  model.forward_backward(b.view(false), 0, 1.0, false, 0, m);
+  model.activations(acts, B, T);
+  ASSERT_EQ(B, 2);
+  ASSERT_EQ(T, 16);
+  // 5 per layer, the router logits of the 2 MoE layers, the final hidden.
+  ASSERT_EQ(acts.size(), 3u * 5 + 2 + 1);
+  auto find = [&](const std::string& name) -> const glm52::Model<double>::Activation& {
+    for (const auto& a : acts)
+      if (a.name == name) return a;
+    ADD_FAILURE() << "no activation " << name;
+    return acts.front();
+  };
+  const int64_t d = cfg.d_model, N = int64_t{B} * T;
+  // layers.0.input = embedding rows of the input ids.
+  const double* E = model.params() + model.find_param("embed.weight")->offset;
+  const auto& in0 = find("layers.0.input");
+  ASSERT_EQ(in0.width, d);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < d; ++i) ASSERT_EQ(in0.data[n * d + i], E[int64_t{b.ids[n]} * d + i]) << n << "," << i;
+  // Router logits of layer 1: z = ffn.input · Wrᵀ.
+  const auto& xf = find("layers.1.ffn.input");
+  const auto& z = find("layers.1.moe.router_logits");
+  ASSERT_EQ(z.width, cfg.moe_experts);
+  const double* Wr = model.params() + model.find_param("layers.1.moe.router")->offset;
+  for (int64_t n = 0; n < N; ++n)
+    for (int e = 0; e < cfg.moe_experts; ++e) {
+      double s = 0;
+      for (int64_t i = 0; i < d; ++i) s += xf.data[n * d + i] * Wr[e * d + i];
+      ASSERT_NEAR(z.data[n * cfg.moe_experts + e], s, 1e-12) << n << "," << e;
+    }
+  // DeepNorm's last op is ScaleNorm g·x/sqrt(‖x‖² + eps) (Nguyen & Salazar
+  // 2019): every row of the final hidden state has L2 norm g of
+  // layers.2.ffn_norm, up to eps/(2‖x‖²) < 1e-6 for these rows (‖x‖² > 5).
+  const double g = model.params()[model.find_param("layers.2.ffn_norm.weight")->offset];
+  const auto& fh = find("final_hidden");
+  for (int64_t n = 0; n < N; ++n) {
+    double s = 0;
+    for (int64_t i = 0; i < d; ++i) s += fh.data[n * d + i] * fh.data[n * d + i];
+    ASSERT_NEAR(std::sqrt(s), g, 1e-6 * g) << n;
+  }
+  // Another call reuses the workspace: the list is then empty.
+  std::vector<float> lp(static_cast<size_t>(N));
+  model.forward_logprobs(b.view(false), lp.data());
+  model.activations(acts, B, T);
+  EXPECT_TRUE(acts.empty());
+  EXPECT_EQ(T, 0);
+}

@@ -62,6 +62,45 @@ struct Hist {
   }
 };
 
+// The model's kept activations (ABI 1.2) as {"name": {"shape", "mean",
+// "std", "max_abs", "hist"}}, or null when the model does not expose them.
+// mean and std are over every element, in double (population std, two passes).
+std::string activations_json(const ModelRef& model, int64_t bins) {
+  zc_param_list acts{};
+  if (!model.activations(&acts)) return "null";
+  std::string out = "{";
+  char b[160];
+  for (size_t i = 0; i < acts.count; ++i) {
+    const DLTensor* t = acts.params[i].value;
+    if (!t || t->device.device_type != kDLCPU || !same_dtype(t->dtype, kF32)) continue;
+    const int64_t n = numel(*t);
+    const float* x = data_ptr<float>(*t);
+    Hist h(bins);
+    double sum = 0, sq = 0, mx = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const double v = x[k];
+      sum += v;
+      mx = std::max(mx, std::fabs(v));
+      h.add(x[k]);
+    }
+    const double mean = n ? sum / static_cast<double>(n) : 0.0;
+    for (int64_t k = 0; k < n; ++k) sq += (x[k] - mean) * (x[k] - mean);  // two passes: no cancellation
+    const double var = n ? sq / static_cast<double>(n) : 0.0;
+    std::string shape = "[";
+    for (int d = 0; d < t->ndim; ++d) {
+      if (d) shape += ',';
+      shape += std::to_string(t->shape[d]);
+    }
+    shape += "]";
+    std::snprintf(b, sizeof b, "\"mean\":%.9g,\"std\":%.9g,\"max_abs\":%.9g,", mean, std::sqrt(var), mx);
+    if (out.size() > 1) out += ",";
+    out += "\"";
+    out += acts.params[i].name;
+    out += "\":{\"shape\":" + shape + "," + b + "\"hist\":" + h.json() + "}";
+  }
+  return out + "}";
+}
+
 }  // namespace
 
 uint32_t Debugger::on_event(const zc_event& e) {
@@ -108,8 +147,8 @@ uint32_t Debugger::on_event(const zc_event& e) {
     line += b;
     first = false;
   }
-  line += "},\"grad_hist\":" + hg.json() + ",\"param_hist\":" + hv.json() +
-          ",\"activations\":\"not available: the model ABI exposes no activations\"}\n";
+  line += "},\"grad_hist\":" + hg.json() + ",\"param_hist\":" + hv.json() + ",\"activations\":" + activations_json(model, bins_) +
+          "}\n";
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);

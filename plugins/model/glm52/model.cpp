@@ -325,6 +325,7 @@ struct Model<T>::Workspace {
 
 template <class T>
 typename Model<T>::Workspace& Model<T>::ensure_workspace(int B, int Tn) {
+  acts_B_ = acts_T_ = 0;  // every entry point reuses the workspace
   const int threads = omp_get_max_threads();
   if (ws_ && B <= ws_->Bcap && Tn <= ws_->Tcap && threads <= ws_->nthreads) return *ws_;
   const int nb = std::max(B, ws_ ? ws_->Bcap : 0), nt = std::max(Tn, ws_ ? ws_->Tcap : 0);
@@ -903,6 +904,30 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   m.moe_dropped_fraction = n_moe ? m.moe_dropped_fraction / (double(n_moe) * N * c.moe_top_k) : 0.0;
   for (double& v : m.moe_load) v = n_moe ? v / n_moe : 0.0;
   m.masked_head_fraction /= static_cast<double>(N * c.n_heads * c.n_layers);
+  acts_B_ = b.B;
+  acts_T_ = b.T;
+}
+
+template <class T>
+void Model<T>::activations(std::vector<Activation>& out, int& B, int& Tn) const {
+  out.clear();
+  B = acts_B_;
+  Tn = acts_T_;
+  if (!ws_ || B == 0) return;
+  const Config& c = cfg_;
+  Workspace& ws = *ws_;
+  const int64_t d = c.d_model;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const typename Workspace::Layer& a = ws.L(l);
+    out.push_back({p + "input", ws.X(l), d});
+    out.push_back({p + "attn.qkv", a.qkv, c.qkv_dim()});  // after RoPE
+    out.push_back({p + "attn.out", a.o, int64_t{c.n_heads} * c.head_dim});
+    out.push_back({p + "attn.residual", a.r1, d});
+    out.push_back({p + "ffn.input", a.xf, d});
+    if (c.is_moe(l)) out.push_back({p + "moe.router_logits", a.z, c.moe_experts});
+  }
+  out.push_back({"final_hidden", c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf, d});
 }
 
 template <class T>

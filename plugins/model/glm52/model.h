@@ -90,6 +90,18 @@ class Model {
   size_t activation_bytes(int B, int Tn) const;
   size_t workspace_bytes() const;
 
+  /// One activation the backward keeps: B·T rows of `width` values.
+  struct Activation {
+    std::string name;  ///< e.g. "layers.0.attn.out"
+    const T* data;     ///< [B, T, width], row-major
+    int64_t width;
+  };
+  /// The activations of the last forward_backward, in layer order, with its
+  /// batch shape (out cleared and B = T = 0 when none is valid: before the
+  /// first forward_backward, or after another call reused the workspace).
+  /// Pointers stay valid until the next call on the model.
+  void activations(std::vector<Activation>& out, int& B, int& Tn) const;
+
   struct Workspace;
   struct LayerOffsets;
 
@@ -110,6 +122,7 @@ class Model {
   int64_t n_elems_ = 0;
   std::unique_ptr<T[]> params_, grads_;
   std::unique_ptr<Workspace> ws_;
+  int acts_B_ = 0, acts_T_ = 0;  // shape of the last forward_backward; 0 once the workspace is reused
 };
 
 extern template class Model<float>;

@@ -8,6 +8,7 @@
 
 #include <rapidjson/document.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -138,6 +139,22 @@ class Glm52 : public zcode::sdk::Model {
 
   const std::string& info_json() const override { return info_; }
 
+  // zc_model_table.activations (ABI 1.2): views of what the last
+  // forward_backward kept, [batch, seq, width] each.
+  zc_param_list activations() override {
+    int B = 0, Tn = 0;
+    model_->activations(acts_, B, Tn);
+    act_shapes_.resize(acts_.size());
+    act_values_.resize(acts_.size());
+    act_list_.clear();
+    for (size_t i = 0; i < acts_.size(); ++i) {
+      act_shapes_[i] = {B, Tn, acts_[i].width};
+      act_values_[i] = zcode::sdk::make_view(const_cast<float*>(acts_[i].data), zcode::sdk::kF32, 3, act_shapes_[i].data());
+      act_list_.push_back(zc_param{acts_[i].name.c_str(), &act_values_[i], nullptr, 0, 0});
+    }
+    return zc_param_list{act_list_.data(), act_list_.size()};
+  }
+
   void* decode_begin(int32_t batch, int32_t max_len) override {
     zcode::kernels::set_num_threads(threads_);
     return model_->decode_begin(batch, max_len);
@@ -250,6 +267,10 @@ class Glm52 : public zcode::sdk::Model {
   std::unique_ptr<glm52::Model<float>> model_;
   std::vector<DLTensor> values_, grads_;
   std::vector<zc_param> list_;
+  std::vector<glm52::Model<float>::Activation> acts_;
+  std::vector<std::array<int64_t, 3>> act_shapes_;
+  std::vector<DLTensor> act_values_;
+  std::vector<zc_param> act_list_;
   std::string info_;
   std::vector<std::string> metric_names_;
   glm52::StepMetrics metrics_;

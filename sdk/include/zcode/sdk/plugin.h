@@ -198,10 +198,14 @@ struct ModelThunks {
   static zc_status* forward_eval(void* i, const zc_batch* b, DLTensor* lp, DLTensor* am) {
     return guard([&] { self(i)->forward_eval(*b, lp, am); });
   }
+  static zc_status* activations(void* i, zc_param_list* out) {
+    return guard([&] { *out = self(i)->activations(); });
+  }
   static constexpr zc_model_table table = {
       ZC_SDK_COMMON(T, zc_model_table, ZC_KIND_MODEL, ZC_MODEL_TABLE_VERSION),
       &num_params, &params, &zero_grad, &forward_backward, &forward_logprobs, &info_json,
-      &decode_begin, &decode_step, &decode_reorder, &decode_end, &forward_logits, &forward_eval};
+      &decode_begin, &decode_step, &decode_reorder, &decode_end, &forward_logits, &forward_eval,
+      &activations};
 };
 
 template <class T>

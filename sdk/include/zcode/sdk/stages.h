@@ -9,6 +9,7 @@
 #include <zcode/sdk/host.h>
 #include <zcode/sdk/options.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,18 @@ class ModelRef {
     check(host_, t_->forward_backward(inst_, &b, &o, m));
   }
   void zero_grad() const { check(host_, t_->zero_grad(inst_)); }
+  /// The model's kept activations (ABI 1.2), or false when the model is older
+  /// than 1.2 or returns ZC_ERR_UNSUPPORTED. Other errors throw.
+  bool activations(zc_param_list* out) const {
+    if (t_->header.struct_size < offsetof(zc_model_table, activations) + sizeof(void*) || !t_->activations) return false;
+    zc_status* s = t_->activations(inst_, out);
+    if (s) {
+      StatusError e(host_, s);  // releases the status
+      if (e.code() == ZC_ERR_UNSUPPORTED) return false;
+      throw e;
+    }
+    return true;
+  }
   std::string info_json() const {
     const char* j = nullptr;
     check(host_, t_->info_json(inst_, &j));
@@ -179,6 +192,12 @@ class Model : public Stage {
   /// Default: unsupported, so older models keep compiling.
   virtual void forward_eval(const zc_batch& /*batch*/, DLTensor* /*out_logprobs*/, DLTensor* /*out_argmax*/) {
     throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement forward_eval");
+  }
+  /// The activations the last forward_backward kept (zc_model_table.activations,
+  /// ABI 1.2): float32 CPU [batch, seq, width], valid until the next call.
+  /// Default: unsupported.
+  virtual zc_param_list activations() {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not expose its activations");
   }
 };
 
