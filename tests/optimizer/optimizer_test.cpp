@@ -209,6 +209,9 @@ TEST(Optimizers, OneLineErrorsNameTheOption) {
            Case{"sgd", R"({"nesterov":true})", "optimizer.nesterov: true needs momentum > 0"},
            Case{"adafactor", R"({"betas":[0.9,0.99]})", "optimizer.betas: unknown option for adafactor"},
            Case{"adafactor", R"({"warmup_init":true})", "optimizer.warmup_init: true needs relative_step: true"},
+           // optimizer.eps is a number config-wide (the host's schema), so Adafactor's ε2 has its own key.
+           Case{"adafactor", R"({"eps":[1e-30,1e-3]})", "optimizer.eps: expected a number, found array"},
+           Case{"adafactor", R"({"eps2":-1})", "optimizer.eps2: expected a number >= 0"},
            Case{"sophia", R"({"hessian_update_interval":0})", "optimizer.hessian_update_interval: expected an integer >= 1"},
        }) {
     Opt o(c.name, c.opts, m);

@@ -34,13 +34,14 @@ void adafactor_apply(float* __restrict w, const float* __restrict g, const float
 
 Adafactor::Adafactor(const sdk::CreateContext& ctx)
     : OptimizerBase(ctx, "adafactor", 0.0,
-                    {"eps", "decay_rate", "clip_threshold", "beta1", "relative_step", "scale_parameter",
+                    {"eps", "eps2", "decay_rate", "clip_threshold", "beta1", "relative_step", "scale_parameter",
                      "warmup_init"}) {
-  const std::vector<double> eps = opts_.get_list<double>("eps", {1e-30, 1e-3});
-  if (eps.size() != 2 || !(eps[0] >= 0) || !(eps[1] >= 0))
-    sdk::invalid_argument("optimizer.eps: expected [eps1, eps2], two numbers >= 0 (default [1e-30, 1e-3])");
-  eps1_ = eps[0];
-  eps2_ = eps[1];
+  // `eps` is the config-wide optimizer.eps (a number, default 1e-8 from the
+  // guide's OptimizerConfig), used as ε1; the paper's ε1 is 1e-30.
+  eps1_ = opts_.get<double>("eps", 1e-30);
+  eps2_ = opts_.get<double>("eps2", 1e-3);
+  if (!(eps1_ >= 0)) sdk::invalid_argument("optimizer.eps: expected a number >= 0 (Adafactor's eps1, added to g^2), found " + std::to_string(eps1_));
+  if (!(eps2_ >= 0)) sdk::invalid_argument("optimizer.eps2: expected a number >= 0 (Adafactor's floor of RMS(w)), found " + std::to_string(eps2_));
   decay_rate_ = opts_.get<double>("decay_rate", -0.8);
   if (!(decay_rate_ < 0.0 && decay_rate_ >= -1.0))
     sdk::invalid_argument("optimizer.decay_rate: expected a number in [-1, 0) (beta2_t = 1 - t^decay_rate), found " +

@@ -30,7 +30,8 @@ constexpr const char* kLambSchema = ZC_OPT_SCHEMA(
             R"("max_weight_norm":{"type":"number","exclusiveMinimum":0,"default":10,"description":"upper clamp of phi(||w||) in the trust ratio"},)"
             R"("bias_correction":{"type":"boolean","default":true})");
 constexpr const char* kAdafactorSchema = ZC_OPT_SCHEMA(
-    "0", R"("eps":{"type":"array","items":{"type":"number","minimum":0},"minItems":2,"maxItems":2,"default":[1e-30,0.001],"description":"[eps1 added to g^2, eps2 floor of RMS(w)]"},)"
+    "0", R"("eps":{"type":"number","minimum":0,"default":1e-30,"description":"eps1, added to g^2; the config-wide optimizer.eps default 1e-8 applies unless set"},)"
+         R"("eps2":{"type":"number","minimum":0,"default":0.001,"description":"eps2, floor of RMS(w) in the relative step"},)"
          R"("decay_rate":{"type":"number","minimum":-1,"exclusiveMaximum":0,"default":-0.8,"description":"beta2_t = 1 - t^decay_rate"},)"
          R"("clip_threshold":{"type":"number","exclusiveMinimum":0,"default":1.0},)"
          R"("beta1":{"type":["number","null"],"minimum":0,"exclusiveMaximum":1,"default":null},)"
