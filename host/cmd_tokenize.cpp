@@ -6,6 +6,7 @@
 
 #include <zcode/core/host_services.h>
 #include <zcode/core/registry.h>
+#include <zcode/sdk/buffers.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -31,21 +32,6 @@ std::string json_quote(std::string_view s) {
     else o += static_cast<char>(c);
   }
   return o + "\"";
-}
-
-int32_t* grow_ids(zc_ids* self, size_t extra) {
-  auto* v = static_cast<std::vector<int32_t>*>(self->ctx);
-  v->resize(self->size + extra);
-  self->data = v->data();
-  self->capacity = v->size();
-  return v->data() + self->size;
-}
-char* grow_bytes(zc_bytes* self, size_t extra) {
-  auto* v = static_cast<std::string*>(self->ctx);
-  v->resize(self->size + extra);
-  self->data = v->data();
-  self->capacity = v->size();
-  return v->data() + self->size;
 }
 
 // Writes `data` to `path` atomically: temp file in the same folder, fsync, rename.
@@ -183,7 +169,7 @@ int cmd_tokenize(const std::vector<std::string>& args) {
         v.push_back(static_cast<int32_t>(x));
       }
       std::string out;
-      zc_bytes b{nullptr, 0, 0, &out, &grow_bytes};
+      zc_bytes b = zcode::sdk::bytes_into(out);
       check_plugin_call(comp, "decode", t->decode(inst.get(), v.data(), v.size(), &b));
       out.resize(b.size);
       std::cout << out << "\n";
@@ -200,14 +186,14 @@ int cmd_tokenize(const std::vector<std::string>& args) {
       text = ss.str();
     }
     std::vector<int32_t> v;
-    zc_ids out{nullptr, 0, 0, &v, &grow_ids};
+    zc_ids out = zcode::sdk::ids_into(v);
     check_plugin_call(comp, "encode",
                       t->encode(inst.get(), text.data(), text.size(), allow_special ? static_cast<uint32_t>(ZC_ENCODE_ALLOW_SPECIAL) : 0u, &out));
     v.resize(out.size);
     if (tokens) {
       for (int32_t id : v) {
         std::string s;
-        zc_bytes b{nullptr, 0, 0, &s, &grow_bytes};
+        zc_bytes b = zcode::sdk::bytes_into(s);
         check_plugin_call(comp, "id_to_token", t->id_to_token(inst.get(), id, &b));
         s.resize(b.size);
         std::cout << id << "\t" << json_quote(s) << "\n";

@@ -85,6 +85,21 @@ enum {
   ZC_KIND_CALLBACK = 7
 };
 
+/* The config's name of a kind ("tokenizer", ..., "callback"; "unknown"
+ * otherwise): what `plugins list`, the sidecar index and messages print. */
+static inline const char* zc_kind_name(zc_kind kind) {
+  switch (kind) {
+    case ZC_KIND_TOKENIZER: return "tokenizer";
+    case ZC_KIND_DATALOADER: return "dataloader";
+    case ZC_KIND_MODEL: return "model";
+    case ZC_KIND_OPTIMIZER: return "optimizer";
+    case ZC_KIND_SCHEDULER: return "scheduler";
+    case ZC_KIND_EVALUATOR: return "evaluator";
+    case ZC_KIND_CALLBACK: return "callback";
+    default: return "unknown";
+  }
+}
+
 /* Status codes carried by a zc_status. */
 typedef uint32_t zc_status_code;
 enum {

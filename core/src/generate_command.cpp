@@ -6,6 +6,7 @@
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
 #include <zcode/core/registry.h>
+#include <zcode/sdk/buffers.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -48,21 +49,6 @@ class ModelDecoder : public Decoder {
   int64_t vocab_;
   void* session_ = nullptr;
 };
-
-char* grow_bytes(zc_bytes* self, size_t extra) {
-  auto* v = static_cast<std::string*>(self->ctx);
-  v->resize(self->size + extra);
-  self->data = v->data();
-  self->capacity = v->size();
-  return v->data() + self->size;
-}
-int32_t* grow_ids(zc_ids* self, size_t extra) {
-  auto* v = static_cast<std::vector<int32_t>*>(self->ctx);
-  v->resize(self->size + extra);
-  self->data = v->data();
-  self->capacity = v->size();
-  return v->data() + self->size;
-}
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -175,12 +161,12 @@ int run_command(const Command& c, std::ostream& out) {
 
     // 4. Encode, generate, decode.
     std::vector<int32_t> ids_buf;
-    zc_ids ids{nullptr, 0, 0, &ids_buf, &grow_ids};
+    zc_ids ids = zcode::sdk::ids_into(ids_buf);
     check_plugin_call(*tokenizer.component(), "encode", tt->encode(tokenizer.get(), c.prompt.data(), c.prompt.size(), 0, &ids));
     ids_buf.resize(ids.size);
     auto decode = [&](std::span<const int32_t> s) {
       std::string text;
-      zc_bytes b{nullptr, 0, 0, &text, &grow_bytes};
+      zc_bytes b = zcode::sdk::bytes_into(text);
       check_plugin_call(*tokenizer.component(), "decode", tt->decode(tokenizer.get(), s.data(), s.size(), &b));
       text.resize(b.size);
       return text;

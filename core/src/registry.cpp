@@ -34,18 +34,7 @@ std::string normalize_component_name(std::string_view name) {
   return s;
 }
 
-const char* kind_name(zc_kind kind) {
-  switch (kind) {
-    case ZC_KIND_TOKENIZER: return "tokenizer";
-    case ZC_KIND_DATALOADER: return "dataloader";
-    case ZC_KIND_MODEL: return "model";
-    case ZC_KIND_OPTIMIZER: return "optimizer";
-    case ZC_KIND_SCHEDULER: return "scheduler";
-    case ZC_KIND_EVALUATOR: return "evaluator";
-    case ZC_KIND_CALLBACK: return "callback";
-    default: return "unknown";
-  }
-}
+const char* kind_name(zc_kind kind) { return zc_kind_name(kind); }
 
 std::optional<zc_kind> parse_kind(std::string_view text) {
   std::string n = normalize_component_name(text);

@@ -19,19 +19,6 @@
 
 namespace {
 
-const char* kind_name(zc_kind k) {
-  switch (k) {
-    case ZC_KIND_TOKENIZER: return "tokenizer";
-    case ZC_KIND_DATALOADER: return "dataloader";
-    case ZC_KIND_MODEL: return "model";
-    case ZC_KIND_OPTIMIZER: return "optimizer";
-    case ZC_KIND_SCHEDULER: return "scheduler";
-    case ZC_KIND_EVALUATOR: return "evaluator";
-    case ZC_KIND_CALLBACK: return "callback";
-    default: return "unknown";
-  }
-}
-
 std::string json_string(const char* s) {
   std::string out = "\"";
   for (const char* p = s ? s : ""; *p; ++p) {
@@ -112,7 +99,7 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < m->num_components; ++i) {
     const zc_component& c = *reinterpret_cast<const zc_component*>(base + i * stride);
     if (i) json += ", ";
-    json += "{\"kind\": " + json_string(kind_name(c.kind)) + ", \"name\": " + json_string(c.name) + "}";
+    json += "{\"kind\": " + json_string(zc_kind_name(c.kind)) + ", \"name\": " + json_string(c.name) + "}";
   }
   json += "]}\n";
   std::string tmp = std::string(argv[2]) + ".tmp";

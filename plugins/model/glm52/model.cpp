@@ -35,7 +35,7 @@ namespace {
 
 /// Logits chunk of the fused LM head + cross-entropy, in elements: the full
 /// [B·T, V] logits are never kept (README.md, "Performance").
-constexpr int64_t kLogitsChunkElems = int64_t{8} << 20;
+constexpr int64_t kLogitsChunkElems = int64_t{6} << 20;
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
