@@ -657,6 +657,44 @@ const T* inv_freq(const Ctx<T>& k, int64_t rope, int n_pos, int pos0) {
   return k.ws.inv_freq;
 }
 
+
+// ---- Layer halves shared by the training forward and KV-cache decoding ----
+/// Attention input: a.qkv [N, qkv_dim] = xa·W_qkvᵀ with xa = x (deepnorm) or
+/// AttnNorm(x) (prenorm, into a.xa). RoPE and attention follow per caller.
+template <class T>
+void qkv_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typename Model<T>::Workspace::Layer& a,
+             const T* x) {
+  const Config& c = k.c;
+  const T* xa = x;
+  if (c.residual != Residual::kDeepNorm) {
+    norm_fwd(k, lo.attn_norm, x, a.xa, a.rstd_a);
+    xa = a.xa;
+  }
+  linear_fwd<T>(static_cast<int>(k.N), static_cast<int>(c.qkv_dim()), c.d_model, xa, k.P + lo.wqkv, a.qkv);
+}
+
+/// From the attention heads' output a.o to the layer output xn [N, d]
+/// (Wang et al. 2022, DeepNet, Fig. 2 for deepnorm):
+///   deepnorm: r1 = α·x + o·W_oᵀ; xf = AttnNorm(r1); r2 = α·xf + FFN(xf); xn = FfnNorm(r2)
+///   prenorm:  r1 = x + o·W_oᵀ;   xf = FfnNorm(r1);  xn = r1 + FFN(xf)
+/// FFN is the MoE block on MoE layers, the dense GLU otherwise.
+template <class T>
+void post_attention_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo,
+                        typename Model<T>::Workspace::Layer& a, const T* x, T* xn, bool moe) {
+  const Config& c = k.c;
+  const int64_t N = k.N, d = c.d_model;
+  const bool deep = c.residual == Residual::kDeepNorm;
+  const T alpha = static_cast<T>(c.alpha());
+  scaled_copy(a.r1, x, N * d, deep ? alpha : T(1));
+  linear_fwd<T>(static_cast<int>(N), static_cast<int>(d), c.n_heads * c.head_dim, a.o, k.P + lo.wo, a.r1, T(1));
+  norm_fwd(k, deep ? lo.attn_norm : lo.ffn_norm, a.r1, a.xf, deep ? a.rstd_a : a.rstd_f);
+  T* r2 = deep ? a.r2 : xn;
+  scaled_copy(r2, deep ? a.xf : a.r1, N * d, deep ? alpha : T(1));
+  if (moe) moe_fwd(k, lo, a, a.xf, r2);
+  else glu_fwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, r2);
+  if (deep) norm_fwd(k, lo.ffn_norm, a.r2, xn, a.rstd_f);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -682,9 +720,8 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, bool dropless, StepMet
   const Config& c = cfg_;
   Ctx<T> k{c, params_.get(), grads_.get(), ws, b.B, b.T, int64_t{b.B} * b.T,
            c.cross_document_attention ? nullptr : b.doc_ids, dropless, 0.0, nullptr};
-  const int64_t N = k.N, d = c.d_model, H = c.n_heads, hd = c.head_dim, qd = c.qkv_dim();
+  const int64_t N = k.N, d = c.d_model, qd = c.qkv_dim();
   const bool deep = c.residual == Residual::kDeepNorm;
-  const T alpha = static_cast<T>(c.alpha());
   for (int64_t n = 0; n < N; ++n) ws.pos[n] = static_cast<int32_t>(n % b.T);
   {  // Embedding: h = embed.weight[ids].
     T* x0 = ws.X(0);
@@ -699,26 +736,14 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, bool dropless, StepMet
     T* x = ws.X(l);
     T* xn = ws.X(l + 1);
     // Attention sub-block: deepnorm r1 = α·x + Attn(x); prenorm r1 = x + Attn(AttnNorm(x)).
-    T* xa = x;
-    if (!deep) {
-      norm_fwd(k, lo.attn_norm, x, a.xa, a.rstd_a);
-      xa = a.xa;
-    }
-    linear_fwd<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), xa, k.P + lo.wqkv, a.qkv);
+    qkv_fwd(k, lo, a, x);
     inv_freq(k, lo.rope, b.T, 0);
     zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), ws.rope_cos,
                              ws.rope_sin, ws.pos);
     masked += attention_fwd(a.qkv, a.P, a.o, a.hmask, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, k.doc,
                             c.dynamic_head_mask, static_cast<T>(c.entropy_threshold));
-    scaled_copy(a.r1, x, N * d, deep ? alpha : T(1));
-    linear_fwd<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), a.o, k.P + lo.wo, a.r1, T(1));
-    // FFN sub-block: deepnorm r2 = α·xf + FFN(xf), xf = AttnNorm(r1), out = FfnNorm(r2);
-    // prenorm xf = FfnNorm(r1), out = r2 = r1 + FFN(xf).
-    norm_fwd(k, deep ? lo.attn_norm : lo.ffn_norm, a.r1, a.xf, deep ? a.rstd_a : a.rstd_f);
-    T* r2 = deep ? a.r2 : xn;
-    scaled_copy(r2, deep ? a.xf : a.r1, N * d, deep ? alpha : T(1));
+    post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
     if (c.is_moe(l)) {
-      moe_fwd(k, lo, a, a.xf, r2);
       if (m) {
         m->aux_loss += a.aux * static_cast<double>(N);  // scaled by coef/Nstep by the caller
         m->z_loss += a.zsum;
@@ -727,10 +752,7 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, bool dropless, StepMet
         for (int e = 0; e < c.moe_experts; ++e)
           m->moe_load[e] += kept > 0 ? (a.off[e + 1] - a.off[e]) / kept : 0.0;
       }
-    } else {
-      glu_fwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, r2);
     }
-    if (deep) norm_fwd(k, lo.ffn_norm, a.r2, xn, a.rstd_f);
   }
   if (!deep) norm_fwd(k, off_norm_f_, ws.X(c.n_layers), ws.hf, ws.rstd_final);
   if (m) m->masked_head_fraction = static_cast<double>(masked);
@@ -1028,7 +1050,6 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
   const int64_t N = Bn, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
   const int64_t kvw = Hkv * hd;
   const bool deep = c.residual == Residual::kDeepNorm;
-  const T alpha = static_cast<T>(c.alpha());
   const T scale = T(1) / std::sqrt(static_cast<T>(hd));
   const int pos = s->pos;
   for (int64_t n = 0; n < N; ++n) ws.pos[n] = 0;  // row of the one-position RoPE table
@@ -1042,12 +1063,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
     typename Workspace::Layer& a = ws.L(l);
     T* x = ws.X(l);
     T* xn = ws.X(l + 1);
-    T* xa = x;
-    if (!deep) {
-      norm_fwd(k, lo.attn_norm, x, a.xa, a.rstd_a);
-      xa = a.xa;
-    }
-    linear_fwd<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), xa, k.P + lo.wqkv, a.qkv);
+    qkv_fwd(k, lo, a, x);
     inv_freq(k, lo.rope, 1, pos);  // one table row: every sequence is at `pos`
     zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), ws.rope_cos,
                              ws.rope_sin, ws.pos);
@@ -1067,14 +1083,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
                    kvw, pos + 1, static_cast<const int32_t*>(nullptr), 0, static_cast<int>(hd), scale,
                    c.dynamic_head_mask, static_cast<T>(c.entropy_threshold), prow, a.o + n * H * hd + h * hd);
       }
-    scaled_copy(a.r1, x, N * d, deep ? alpha : T(1));
-    linear_fwd<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), a.o, k.P + lo.wo, a.r1, T(1));
-    norm_fwd(k, deep ? lo.attn_norm : lo.ffn_norm, a.r1, a.xf, deep ? a.rstd_a : a.rstd_f);
-    T* r2 = deep ? a.r2 : xn;
-    scaled_copy(r2, deep ? a.xf : a.r1, N * d, deep ? alpha : T(1));
-    if (c.is_moe(l)) moe_fwd(k, lo, a, a.xf, r2);
-    else glu_fwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, r2);
-    if (deep) norm_fwd(k, lo.ffn_norm, a.r2, xn, a.rstd_f);
+    post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
   }
   const T* hf = ws.X(c.n_layers);
   if (!deep) {
