@@ -4,6 +4,7 @@
 #pragma once
 
 #include <zcode/abi.h>
+#include <zcode/sdk/buffers.h>
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -82,20 +83,6 @@ inline const zc_tokenizer_table* load_table(const std::string& lib) {
   throw std::runtime_error(path + ": no tokenizer component");
 }
 
-inline int32_t* reserve_ids(zc_ids* self, size_t extra) {
-  auto* v = static_cast<std::vector<int32_t>*>(self->ctx);
-  v->resize(self->size + extra);
-  self->data = v->data();
-  self->capacity = v->size();
-  return v->data() + self->size;
-}
-inline char* reserve_bytes(zc_bytes* self, size_t extra) {
-  auto* v = static_cast<std::string*>(self->ctx);
-  v->resize(self->size + extra);
-  self->data = v->data();
-  self->capacity = v->size();
-  return v->data() + self->size;
-}
 
 /// One tokenizer instance created through the ABI.
 class Tok {
@@ -116,14 +103,14 @@ class Tok {
 
   std::vector<int32_t> encode(const std::string& text, uint32_t flags = 0) {
     std::vector<int32_t> v;
-    zc_ids ids{nullptr, 0, 0, &v, &reserve_ids};
+    zc_ids ids = zcode::sdk::ids_into(v);
     check(t_->encode(inst_, text.data(), text.size(), flags, &ids));
     v.resize(ids.size);
     return v;
   }
   std::string decode(const std::vector<int32_t>& ids) {
     std::string s;
-    zc_bytes b{nullptr, 0, 0, &s, &reserve_bytes};
+    zc_bytes b = zcode::sdk::bytes_into(s);
     check(t_->decode(inst_, ids.data(), ids.size(), &b));
     s.resize(b.size);
     return s;
@@ -140,7 +127,7 @@ class Tok {
   }
   std::string id_to_token(int32_t id) {
     std::string s;
-    zc_bytes b{nullptr, 0, 0, &s, &reserve_bytes};
+    zc_bytes b = zcode::sdk::bytes_into(s);
     check(t_->id_to_token(inst_, id, &b));
     s.resize(b.size);
     return s;
