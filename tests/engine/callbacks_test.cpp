@@ -81,6 +81,28 @@ struct Callbacks : ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir); }
 
+  // A DebugModel instance created through `t` (the SDK's table, or a copy
+  // posing as an older ABI), and a STEP_END event that names it.
+  void* create_model(const zc_model_table& t) {
+    zcode::sdk::detail::g_host = host.raw();
+    zc_create_args a{};
+    a.struct_size = sizeof a;
+    a.host = host.raw();
+    void* model = nullptr;
+    zc_status* cs = t.create(&a, &model);
+    EXPECT_EQ(cs, nullptr) << zcode::status_message(cs);
+    return model;
+  }
+  static zc_event step_end(const zc_model_table* t, void* model, uint64_t step) {
+    zc_event e{};
+    e.struct_size = sizeof e;
+    e.kind = ZC_EVENT_STEP_END;
+    e.metrics_json = "{}";
+    e.model = {t, model};
+    e.step = step;
+    return e;
+  }
+
   const zc_callback_table* table(const std::string& name) {
     for (uint32_t i = 0; i < manifest->num_components; ++i)
       if (manifest->components[i].name == name) return static_cast<const zc_callback_table*>(manifest->components[i].table);
@@ -229,22 +251,12 @@ TEST_F(Callbacks, ModelCardRendersACustomTemplate) {
 }
 
 TEST_F(Callbacks, DebuggerWritesGroupNormsAndHistograms) {
-  zcode::sdk::detail::g_host = host.raw();
-  zc_create_args a{};
-  a.struct_size = sizeof a;
-  a.host = host.raw();
-  void* model = nullptr;
-  zc_status* cs = zcode::sdk::detail::ModelThunks<DebugModel>::table.create(&a, &model);
-  ASSERT_EQ(cs, nullptr) << zcode::status_message(cs);
+  void* model = create_model(zcode::sdk::detail::ModelThunks<DebugModel>::table);
+  ASSERT_NE(model, nullptr);
   void* d = create("debugger", R"({"type":"debugger","every":2,"bins":14})", "{}");
-  zc_event e{};
-  e.struct_size = sizeof e;
-  e.kind = ZC_EVENT_STEP_END;
-  e.metrics_json = "{}";
-  e.model = {&zcode::sdk::detail::ModelThunks<DebugModel>::table, model};
   uint32_t flags = 0;
   for (uint64_t s = 1; s <= 4; ++s) {
-    e.step = s;
+    zc_event e = step_end(&zcode::sdk::detail::ModelThunks<DebugModel>::table, model, s);
     zc_status* st = table("debugger")->on_event(d, &e, &flags);
     ASSERT_EQ(st, nullptr) << "code " << zcode::status_code(st) << ": [" << zcode::status_message(st) << "]";
   }
@@ -290,21 +302,12 @@ namespace {
 // A model table from before ABI 1.2 (struct_size ends before `activations`):
 // the debugger writes "activations": null and still writes the rest.
 TEST_F(Callbacks, DebuggerWritesNullActivationsForAnAbi11Model) {
-  zcode::sdk::detail::g_host = host.raw();
-  zc_create_args a{};
-  a.struct_size = sizeof a;
-  a.host = host.raw();
-  void* model = nullptr;
   zc_model_table old = zcode::sdk::detail::ModelThunks<DebugModel>::table;
   old.header.struct_size = static_cast<uint32_t>(offsetof(zc_model_table, activations));
-  ASSERT_EQ(old.create(&a, &model), nullptr);
+  void* model = create_model(old);
+  ASSERT_NE(model, nullptr);
   void* d = create("debugger", R"({"type":"debugger","every":1})", "{}");
-  zc_event e{};
-  e.struct_size = sizeof e;
-  e.kind = ZC_EVENT_STEP_END;
-  e.metrics_json = "{}";
-  e.model = {&old, model};
-  e.step = 1;
+  zc_event e = step_end(&old, model, 1);
   uint32_t flags = 0;
   ASSERT_EQ(table("debugger")->on_event(d, &e, &flags), nullptr);
   rapidjson::Document j;
