@@ -276,6 +276,13 @@ typedef struct zc_table_header {
   uint32_t reserved;
 } zc_table_header;
 
+/* True when `table` (a pointer to a TYPE, e.g. zc_model_table) was compiled
+ * with SLOT, an appended slot, and sets it: the struct_size check that the
+ * VERSIONING rules above ask of every reader. */
+#define ZC_TABLE_HAS_SLOT(table, TYPE, SLOT)                                      \
+  ((table)->header.struct_size >= offsetof(TYPE, SLOT) + sizeof((table)->SLOT) && \
+   (table)->SLOT != NULL)
+
 /* The common first slots of every table, after the header. */
 #define ZC_TABLE_COMMON_SLOTS                                                     \
   zc_table_header header;                                                         \

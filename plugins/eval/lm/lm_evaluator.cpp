@@ -128,7 +128,7 @@ class LmEvaluator : public Evaluator {
     DLTensor lp = make_view(logp_.data(), kF32, 2, shape_);
     DLTensor am = make_view(argmax_.data(), kI32, 2, shape_);
     const zc_model_table* t = model_.table();
-    const bool has_eval = t->header.struct_size >= offsetof(zc_model_table, forward_eval) + sizeof(void*) && t->forward_eval;
+    const bool has_eval = ZC_TABLE_HAS_SLOT(t, zc_model_table, forward_eval);
     if (has_eval && !forward_eval_unsupported_) {
       zc_status* s = t->forward_eval(model_.instance(), &sub, &lp, accuracy_ok ? &am : nullptr);
       if (!s) return;

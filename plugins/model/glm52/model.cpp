@@ -33,7 +33,8 @@ using zcode::sdk::Error;
 
 namespace {
 
-/// Logits chunk of the fused LM head + cross-entropy, in elements: the full
+/// Logits chunk of the fused LM head + cross-entropy, in elements, on top of
+/// the blocks' scratch that the chunk reuses (Workspace::plan): the full
 /// [B·T, V] logits are never kept (README.md, "Performance").
 constexpr int64_t kLogitsChunkElems = int64_t{6} << 20;
 

@@ -112,10 +112,7 @@ class Glm52 : public zcode::sdk::Model {
   void forward_logprobs(const zc_batch& b, DLTensor& out) override {
     zcode::kernels::set_num_threads(threads_);
     const glm52::BatchView v = view(b, true);
-    if (out.device.device_type != kDLCPU || !zcode::sdk::same_dtype(out.dtype, zcode::sdk::kF32) || out.ndim != 2 ||
-        out.shape[0] != v.B || out.shape[1] != v.T || (out.strides && (out.strides[1] != 1 || out.strides[0] != v.T)))
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "forward_logprobs: out must be a contiguous CPU float32 [" +
-                                               std::to_string(v.B) + ", " + std::to_string(v.T) + "] tensor");
+    check_bt_output(&out, v, zcode::sdk::kF32, "forward_logprobs: out", "float32");
     model_->forward_logprobs(v, zcode::sdk::data_ptr<float>(out));
   }
 
@@ -124,15 +121,8 @@ class Glm52 : public zcode::sdk::Model {
   void forward_eval(const zc_batch& b, DLTensor* out_logprobs, DLTensor* out_argmax) override {
     zcode::kernels::set_num_threads(threads_);
     const glm52::BatchView v = view(b, true);
-    auto check_out = [&](const DLTensor* t, DLDataType dt, const char* what, const char* type) {
-      if (!t || t->device.device_type != kDLCPU || !zcode::sdk::same_dtype(t->dtype, dt) || t->ndim != 2 ||
-          t->shape[0] != v.B || t->shape[1] != v.T || (t->strides && (t->strides[1] != 1 || t->strides[0] != v.T)))
-        throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("forward_eval: ") + what + " must be a contiguous CPU " +
-                                                 type + " [" + std::to_string(v.B) + ", " + std::to_string(v.T) +
-                                                 "] tensor");
-    };
-    check_out(out_logprobs, zcode::sdk::kF32, "out_logprobs", "float32");
-    if (out_argmax) check_out(out_argmax, zcode::sdk::kI32, "out_argmax", "int32");
+    check_bt_output(out_logprobs, v, zcode::sdk::kF32, "forward_eval: out_logprobs", "float32");
+    if (out_argmax) check_bt_output(out_argmax, v, zcode::sdk::kI32, "forward_eval: out_argmax", "int32");
     model_->forward_logprobs(v, zcode::sdk::data_ptr<float>(*out_logprobs),
                              out_argmax ? zcode::sdk::data_ptr<int32_t>(*out_argmax) : nullptr);
   }
@@ -222,6 +212,16 @@ class Glm52 : public zcode::sdk::Model {
   }
 
  private:
+  // An output tensor of the forward entry points: contiguous CPU `type`
+  // [batch, seq] matching `v`; `what` names it in the error.
+  static void check_bt_output(const DLTensor* t, const glm52::BatchView& v, DLDataType dt, const char* what,
+                              const char* type) {
+    if (!t || t->device.device_type != kDLCPU || !zcode::sdk::same_dtype(t->dtype, dt) || t->ndim != 2 ||
+        t->shape[0] != v.B || t->shape[1] != v.T || (t->strides && (t->strides[1] != 1 || t->strides[0] != v.T)))
+      throw Error(ZC_ERR_INVALID_ARGUMENT, std::string(what) + " must be a contiguous CPU " + type + " [" +
+                                               std::to_string(v.B) + ", " + std::to_string(v.T) + "] tensor");
+  }
+
   glm52::BatchView view(const zc_batch& b, bool need_targets) const {
     check_ids(b.input_ids, "input_ids", -1, -1);
     const int64_t B = b.input_ids.shape[0], T = b.input_ids.shape[1];

@@ -76,7 +76,7 @@ class ModelRef {
   /// The model's kept activations (ABI 1.2), or false when the model is older
   /// than 1.2 or returns ZC_ERR_UNSUPPORTED. Other errors throw.
   bool activations(zc_param_list* out) const {
-    if (t_->header.struct_size < offsetof(zc_model_table, activations) + sizeof(void*) || !t_->activations) return false;
+    if (!ZC_TABLE_HAS_SLOT(t_, zc_model_table, activations)) return false;
     zc_status* s = t_->activations(inst_, out);
     if (s) {
       StatusError e(host_, s);  // releases the status
