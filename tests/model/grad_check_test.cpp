@@ -168,11 +168,17 @@ TEST(GradCheck, SoftmaxCrossEntropy) {
 }
 
 /// Attention core: GQA (4 query heads on 2 KV heads), causal, document mask,
-/// optional entropy head mask. L = Σ w ⊙ o over qkv.
-void attention_case(bool docs, bool head_mask) {
-  const int B = 2, T = 5, H = 4, Hkv = 2, hd = 3, ld = (H + 2 * Hkv) * hd;
+/// optional entropy head mask. L = Σ w ⊙ o over qkv. T > glm52::kAttnTile
+/// covers the tiled GEMM path (rows of a later tile against earlier keys).
+void attention_case(bool docs, bool head_mask, int T = 5) {
+  const int B = 2, H = 4, Hkv = 2, hd = 3, ld = (H + 2 * Hkv) * hd;
   Vec qkv = randn(B * T * ld, 11, 1.5), w = randn(B * T * H * hd, 12);
   std::vector<int32_t> doc = {0, 0, 1, 1, 1, 0, 0, 0, 2, 2};
+  if (T != 5) {  // documents of 37 tokens, shifted between the two sequences
+    doc.resize(size_t(B) * T);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) doc[size_t(b) * T + t] = (t + 11 * b) / 37;
+  }
   const double thr = 0.9;
   std::vector<uint8_t> mask(B * T * H);
   auto run = [&](Vec& o) {
@@ -186,7 +192,7 @@ void attention_case(bool docs, bool head_mask) {
     run(o);
     return dot(o, w);
   };
-  Vec o, P(B * H * T * T), dqkv(B * T * ld), scratch(T * 64);
+  Vec o, P(B * H * T * T), dqkv(B * T * ld), scratch(size_t(glm52::kAttnTile) * T * omp_get_max_threads());
   const int64_t masked = glm52::attention_fwd(qkv.data(), P.data(), (o.assign(B * T * H * hd, 0.0), o.data()),
                                               mask.data(), B, T, H, Hkv, hd, docs ? doc.data() : nullptr, head_mask, thr);
   if (head_mask) {
@@ -218,6 +224,8 @@ void attention_case(bool docs, bool head_mask) {
 TEST(GradCheck, AttentionGqaCausal) { attention_case(false, false); }
 TEST(GradCheck, AttentionDocumentMask) { attention_case(true, false); }
 TEST(GradCheck, AttentionEntropyHeadMask) { attention_case(true, true); }
+TEST(GradCheck, AttentionMultiTile) { attention_case(false, false, 2 * glm52::kAttnTile + 5); }
+TEST(GradCheck, AttentionMultiTileDocumentHeadMask) { attention_case(true, true, 2 * glm52::kAttnTile + 5); }
 
 // ---------------------------------------------------------------------------
 // Whole model, double precision, per parameter tensor: a random direction u

@@ -3,10 +3,12 @@
 // side. Projections and RoPE live in model.cpp; this is softmax(q·kᵀ/√hd)·v.
 #pragma once
 
+#include <zcode/kernels/gemm.h>
 #include <zcode/kernels/math.h>
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -63,16 +65,62 @@ bool attend_row(const T* q, const T* k, const T* v, int64_t stride, int n_keys, 
   return true;
 }
 
-/// Causal GQA attention forward over a batch.
+/// Query rows per tile of the batched attention: each tile's GEMMs run over
+/// keys 0..(last row of the tile) only, so the causal half is mostly skipped
+/// (with T = 256 the GEMMs cover 62.5% of the T×T square).
+inline constexpr int kAttnTile = 64;
+
+/// Softmax of one score row in place (scores at keys 0..t, Vaswani et al.
+/// 2017, eq. 1), with the document mask, zeros at keys t+1..n_cols−1, and the
+/// dynamic head mask: when head_mask and the entropy −Σ P_j ln P_j (nats)
+/// exceeds `threshold`, the row becomes all zeros and false is returned.
+template <class T>
+bool softmax_row(T* p, int t, int n_cols, const int32_t* key_doc, int32_t q_doc, bool head_mask, T threshold) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (key_doc)
+    for (int j = 0; j <= t; ++j) p[j] = key_doc[j] != q_doc ? kNegInf : p[j];
+  T mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+  for (int j = 0; j <= t; ++j) mx = p[j] > mx ? p[j] : mx;
+  T sum = 0, ps = 0;  // ps = Σ e_j s_j, for the entropy
+#pragma omp simd reduction(+ : sum, ps)
+  for (int j = 0; j <= t; ++j) {
+    const T s = p[j];
+    const bool live = s != kNegInf;
+    const T e = live ? zcode::kernels::kexp(s - mx) : T(0);
+    ps += live ? e * s : T(0);
+    sum += e;
+    p[j] = e;
+  }
+  const T inv = T(1) / sum;
+  bool kept = true;
+  if (head_mask) {
+    // H = −Σ P_j (s_j − lse) = lse − Σ P_j s_j, lse = mx + ln(sum).
+    const T entropy = mx + std::log(sum) - ps * inv;
+    kept = !(entropy > threshold);
+  }
+  const T f = kept ? inv : T(0);
+#pragma omp simd
+  for (int j = 0; j <= t; ++j) p[j] *= f;
+  for (int j = t + 1; j < n_cols; ++j) p[j] = T(0);
+  return kept;
+}
+
+/// Causal GQA attention forward over a batch: per (batch, head), in tiles of
+/// kAttnTile query rows, S = scale·Q·Kᵀ and O = P·V are GEMMs (single-threaded
+/// inside the OpenMP loop; the OpenMP build of OpenBLAS does not nest).
 ///   qkv   [B·T, ld] rows: q heads (H·hd) | k heads (Hkv·hd) | v heads (Hkv·hd), RoPE applied.
-///   P     [B, H, T, T] out: row t holds P over keys 0..t (keys > t not written).
+///   P     [B, H, T, T] out: row t holds P over keys 0..t, zeros up to the end
+///         of its tile's key range, anything beyond; a masked row is all zeros.
 ///   o     [B·T, H·hd] out; hmask [B·T, H] out (1 kept, 0 masked by entropy).
 ///   doc   [B, T] document ids or nullptr (cross-document attention allowed).
 /// Query head h reads kv head h / (H/Hkv). Returns the number of masked (token, head) rows.
 template <class T>
 int64_t attention_fwd(const T* qkv, T* P, T* o, uint8_t* hmask, int B, int Tn, int H, int Hkv, int hd,
                       const int32_t* doc, bool head_mask, T threshold) {
+  using zcode::kernels::gemm;
   const int64_t ld = static_cast<int64_t>(H + 2 * Hkv) * hd;
+  const int ldo = H * hd;
   const int group = H / Hkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(hd));
   int64_t masked = 0;
@@ -80,17 +128,26 @@ int64_t attention_fwd(const T* qkv, T* P, T* o, uint8_t* hmask, int B, int Tn, i
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
       const int g = h / group;
-      const T* kb = qkv + static_cast<int64_t>(b) * Tn * ld + static_cast<int64_t>(H + g) * hd;
-      const T* vb = qkv + static_cast<int64_t>(b) * Tn * ld + static_cast<int64_t>(H + Hkv + g) * hd;
-      const int32_t* db = doc ? doc + static_cast<int64_t>(b) * Tn : nullptr;
-      for (int t = 0; t < Tn; ++t) {
-        const int64_t n = static_cast<int64_t>(b) * Tn + t;
-        T* prow = P + ((static_cast<int64_t>(b) * H + h) * Tn + t) * Tn;
-        const bool kept = attend_row(qkv + n * ld + static_cast<int64_t>(h) * hd, kb, vb, ld, t + 1, db,
-                                     db ? db[t] : 0, hd, scale, head_mask, threshold, prow,
-                                     o + n * H * hd + static_cast<int64_t>(h) * hd);
-        hmask[n * H + h] = kept ? 1 : 0;
-        masked += kept ? 0 : 1;
+      const int64_t row0 = static_cast<int64_t>(b) * Tn;
+      const T* qb = qkv + row0 * ld + static_cast<int64_t>(h) * hd;
+      const T* kb = qkv + row0 * ld + static_cast<int64_t>(H + g) * hd;
+      const T* vb = qkv + row0 * ld + static_cast<int64_t>(H + Hkv + g) * hd;
+      const int32_t* db = doc ? doc + row0 : nullptr;
+      T* Pb = P + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
+      for (int r0 = 0; r0 < Tn; r0 += kAttnTile) {
+        const int rows = std::min(kAttnTile, Tn - r0), nk = r0 + rows;
+        T* Pt = Pb + static_cast<int64_t>(r0) * Tn;
+        gemm(false, true, rows, nk, hd, scale, qb + r0 * ld, static_cast<int>(ld), kb, static_cast<int>(ld), T(0),
+             Pt, Tn);
+        for (int i = 0; i < rows; ++i) {
+          const int t = r0 + i;
+          const bool kept = softmax_row(Pt + static_cast<int64_t>(i) * Tn, t, nk, db, db ? db[t] : 0, head_mask,
+                                        threshold);
+          hmask[(row0 + t) * H + h] = kept ? 1 : 0;
+          masked += kept ? 0 : 1;
+        }
+        gemm(false, false, rows, hd, nk, T(1), Pt, Tn, vb, static_cast<int>(ld), T(0),
+             o + (row0 + r0) * ldo + static_cast<int64_t>(h) * hd, ldo);
       }
     }
   return masked;
@@ -99,66 +156,56 @@ int64_t attention_fwd(const T* qkv, T* P, T* o, uint8_t* hmask, int B, int Tn, i
 /// Backward of attention_fwd. `dout` [B·T, H·hd] is ∂L/∂o (o as returned,
 /// i.e. after the head mask; masked rows pass no gradient: the mask is a
 /// constant). Writes dqkv [B·T, ld] entirely (q part overwritten, k and v
-/// parts summed over the heads of their group). With dS_j = P_j(dP_j − Σ P dP):
-///   dq = scale·Σ_j dS_j k_j,  dk_j += scale·dS_j q,  dv_j += P_j·do.
-/// `scratch` holds T elements per OpenMP thread. Parallel over (b, kv group),
-/// so every sum has a fixed order whatever the thread count.
+/// parts summed over the heads of their group). Per tile, as GEMMs:
+///   dP = dO·Vᵀ,  dS_j = scale·P_j(dP_j − Σ_j P_j dP_j),
+///   dQ = dS·K,  dK += dSᵀ·Q,  dV += Pᵀ·dO.
+/// `scratch` holds kAttnTile·T elements per OpenMP thread. Parallel over
+/// (b, kv group), so every sum has a fixed order whatever the thread count.
 template <class T>
 void attention_bwd(const T* qkv, const T* P, const uint8_t* hmask, const T* dout, T* dqkv, int B, int Tn, int H,
                    int Hkv, int hd, T* scratch) {
+  using zcode::kernels::gemm;
   const int64_t ld = static_cast<int64_t>(H + 2 * Hkv) * hd;
+  const int ldi = static_cast<int>(ld), ldo = H * hd;
   const int group = H / Hkv;
   const T scale = T(1) / std::sqrt(static_cast<T>(hd));
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; ++b)
     for (int g = 0; g < Hkv; ++g) {
-      T* dP = scratch + static_cast<int64_t>(omp_get_thread_num()) * Tn;
+      T* dS = scratch + static_cast<int64_t>(omp_get_thread_num()) * kAttnTile * Tn;
       const int64_t row0 = static_cast<int64_t>(b) * Tn;
       const int64_t koff = static_cast<int64_t>(H + g) * hd, voff = static_cast<int64_t>(H + Hkv + g) * hd;
-      for (int t = 0; t < Tn; ++t) {
-        T* dk = dqkv + (row0 + t) * ld + koff;
-        T* dv = dqkv + (row0 + t) * ld + voff;
-        for (int i = 0; i < hd; ++i) dk[i] = dv[i] = T(0);
-      }
+      const T* kb = qkv + row0 * ld + koff;
+      const T* vb = qkv + row0 * ld + voff;
+      T* dk = dqkv + row0 * ld + koff;
+      T* dv = dqkv + row0 * ld + voff;
+      for (int t = 0; t < Tn; ++t)
+        for (int i = 0; i < hd; ++i) dk[t * ld + i] = dv[t * ld + i] = T(0);
       for (int h = g * group; h < (g + 1) * group; ++h) {
-        for (int t = 0; t < Tn; ++t) {
-          const int64_t n = row0 + t;
-          T* dq = dqkv + n * ld + static_cast<int64_t>(h) * hd;
-          if (!hmask[n * H + h]) {
-            for (int i = 0; i < hd; ++i) dq[i] = T(0);
-            continue;
-          }
-          const T* prow = P + ((static_cast<int64_t>(b) * H + h) * Tn + t) * Tn;
-          const T* q = qkv + n * ld + static_cast<int64_t>(h) * hd;
-          const T* dO = dout + n * H * hd + static_cast<int64_t>(h) * hd;
-          T c = 0;
-          for (int j = 0; j <= t; ++j) {
-            if (prow[j] == T(0)) {
-              dP[j] = T(0);
-              continue;
-            }
-            const T* vj = qkv + (row0 + j) * ld + voff;
-            T s = 0;
-#pragma omp simd reduction(+ : s)
-            for (int i = 0; i < hd; ++i) s += dO[i] * vj[i];
-            dP[j] = s;
-            c += prow[j] * s;
-          }
-          for (int i = 0; i < hd; ++i) dq[i] = T(0);
-          for (int j = 0; j <= t; ++j) {
-            const T pj = prow[j];
-            if (pj == T(0)) continue;
-            const T ds = pj * (dP[j] - c) * scale;
-            const T* kj = qkv + (row0 + j) * ld + koff;
-            T* dkj = dqkv + (row0 + j) * ld + koff;
-            T* dvj = dqkv + (row0 + j) * ld + voff;
+        const T* qb = qkv + row0 * ld + static_cast<int64_t>(h) * hd;
+        const T* dob = dout + row0 * ldo + static_cast<int64_t>(h) * hd;
+        T* dq = dqkv + row0 * ld + static_cast<int64_t>(h) * hd;
+        const T* Pb = P + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
+        for (int r0 = 0; r0 < Tn; r0 += kAttnTile) {
+          const int rows = std::min(kAttnTile, Tn - r0), nk = r0 + rows;
+          const T* Pt = Pb + static_cast<int64_t>(r0) * Tn;
+          gemm(false, true, rows, nk, hd, T(1), dob + r0 * ldo, ldo, vb, ldi, T(0), dS, Tn);
+          for (int i = 0; i < rows; ++i) {
+            const int t = r0 + i;
+            const T* p = Pt + static_cast<int64_t>(i) * Tn;
+            T* ds = dS + static_cast<int64_t>(i) * Tn;
+            const bool kept = hmask[(row0 + t) * H + h] != 0;
+            T c = 0;
+#pragma omp simd reduction(+ : c)
+            for (int j = 0; j <= t; ++j) c += p[j] * ds[j];
+            const T f = kept ? scale : T(0);
 #pragma omp simd
-            for (int i = 0; i < hd; ++i) {
-              dq[i] += ds * kj[i];
-              dkj[i] += ds * q[i];
-              dvj[i] += pj * dO[i];
-            }
+            for (int j = 0; j <= t; ++j) ds[j] = f * p[j] * (ds[j] - c);
+            for (int j = t + 1; j < nk; ++j) ds[j] = T(0);
           }
+          gemm(false, false, rows, hd, nk, T(1), dS, Tn, kb, ldi, T(0), dq + r0 * ld, ldi);
+          gemm(true, false, nk, hd, rows, T(1), dS, Tn, qb + r0 * ld, ldi, T(1), dk, ldi);
+          gemm(true, false, nk, hd, rows, T(1), Pt, Tn, dob + r0 * ldo, ldo, T(1), dv, ldi);
         }
       }
     }

@@ -316,7 +316,7 @@ struct Model<T>::Workspace {
     take(inv_freq, c.rotary_dims() / 2 + 1);
     take(rope_cos, int64_t{Tn} * (c.rotary_dims() / 2));
     take(rope_sin, int64_t{Tn} * (c.rotary_dims() / 2));
-    take(attn_scratch, int64_t{threads} * Tn);
+    take(attn_scratch, int64_t{threads} * kAttnTile * Tn);
     take(nll, N);
     take(labels, N);
     take(pos, N);
