@@ -5,7 +5,13 @@
 // tuned, and cblas_sgemm's peak at 2048³. Prints every figure, peak RSS against
 // the analytic need, and, last, the ratio against tuned PyTorch.
 //
-//   bench_train_step [--threads 2] [--steps 10] [--warmup 3] [--no-peers] [--config dense|moe|both]
+// The shared machines drift (the same sgemm ran at 160–274 GFLOP/s within one
+// hour), so a ratio pairs measurements taken back to back: each of --rounds
+// rounds measures, per config, the sgemm peak, ZCode and tuned PyTorch in a
+// row; the figures reported are the medians over rounds of those per-round
+// ratios (each round printed too). PyTorch as installed runs in round 1.
+//
+//   bench_train_step [--threads 2] [--steps 10] [--warmup 3] [--rounds 3] [--no-peers] [--config dense|moe|both]
 #include "config.h"
 #include "model.h"
 
@@ -223,7 +229,8 @@ double sgemm_peak(int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 2, steps = 10, warmup = 3;
+  int threads = 2, steps = 10, warmup = 3, rounds = 3;
+  bool rounds_set = false;
   bool peers = true;
   std::string which = "both";
   for (int i = 1; i < argc; ++i) {
@@ -238,6 +245,7 @@ int main(int argc, char** argv) {
     if (a == "--threads") threads = std::atoi(next().c_str());
     else if (a == "--steps") steps = std::atoi(next().c_str());
     else if (a == "--warmup") warmup = std::atoi(next().c_str());
+    else if (a == "--rounds") rounds = std::max(1, std::atoi(next().c_str())), rounds_set = true;
     else if (a == "--no-peers") peers = false;
     else if (a == "--config") which = next();
     else {
@@ -256,6 +264,7 @@ int main(int argc, char** argv) {
     setenv("OPENBLAS_CORETYPE", core, 1);
     execv("/proc/self/exe", argv);
   }
+  if (!peers && !rounds_set) rounds = 1;  // nothing to pair with
   zcode::kernels::set_num_threads(threads);
   std::printf("bench_train_step: OpenBLAS core %s, OPENBLAS_CORETYPE=%s\n", zcode::kernels::blas_core().c_str(),
               std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
@@ -268,40 +277,71 @@ int main(int argc, char** argv) {
   const std::string moe = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "moe_experts": 8,
     "moe_top_k": 2, "moe_ffn_hidden": 512, "first_dense_layers": 0, "capacity_factor": 0, "moe_aux_loss_coef": 0.01,
     "max_seq_len": 256})";
-  const double peak = peers ? sgemm_peak(threads) : 0;
-  if (peers) std::printf("sgemm 2048^3 peak (%d threads): %.1f GFLOP/s\n", threads, peak);
-  Figures fd, fm;
-  Peer pdi, pdt, pmi, pmt;
-  if (which == "both" || which == "dense") {
-    fd = measure("dense", dense, threads, warmup, steps);
-    if (peers) {
-      pdi = torch_peer("dense", false, threads, warmup, steps);
-      pdt = torch_peer("dense", true, threads, warmup, steps);
+  struct Round {
+    double peak = 0;
+    Figures f;
+    Peer tuned;
+  };
+  struct Series {
+    const char* name;
+    const std::string* json;
+    double target;
+    Peer installed;
+    std::vector<Round> rounds;
+  };
+  std::vector<Series> series;
+  if (which == "both" || which == "dense") series.push_back({"dense", &dense, 1.1, {}, {}});
+  if (which == "both" || which == "moe") series.push_back({"moe", &moe, 1.3, {}, {}});
+  for (int r = 0; r < rounds; ++r)
+    for (Series& s : series) {
+      if (rounds > 1) std::printf("round %d/%d, %s\n", r + 1, rounds, s.name);
+      Round rd;
+      if (peers) {
+        rd.peak = sgemm_peak(threads);
+        std::printf("sgemm 2048^3 peak (%d threads): %.1f GFLOP/s\n", threads, rd.peak);
+      }
+      rd.f = measure(s.name, *s.json, threads, warmup, steps);
+      if (peers) {
+        rd.tuned = torch_peer(s.name, true, threads, warmup, steps);
+        if (r == 0) s.installed = torch_peer(s.name, false, threads, warmup, steps);
+      }
+      s.rounds.push_back(rd);
     }
-  }
-  if (which == "both" || which == "moe") {
-    fm = measure("moe", moe, threads, warmup, steps);
-    if (peers) {
-      pmi = torch_peer("moe", false, threads, warmup, steps);
-      pmt = torch_peer("moe", true, threads, warmup, steps);
-    }
-  }
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
-  std::printf("--- ratios ---\n");
-  for (auto [name, f, pi, pt] : {std::tuple{"dense", &fd, &pdi, &pdt}, std::tuple{"moe", &fm, &pmi, &pmt}}) {
-    if (!f->ok) continue;
-    std::printf("%-5s: peak RSS / analytic %.2f (target <= 1.25); zcode RSS / pytorch tuned RSS %.2f\n", name,
-                f->peak_rss_mb / f->analytic_mb, ratio(f->peak_rss_mb, pt->rss_mb));
-    if (peak > 0)
-      std::printf("%-5s: model FLOP rate / sgemm peak: train %.2f (target >= 0.80), fwd %.2f; pytorch tuned %.2f\n",
-                  name, f->train_gflops / peak, f->fwd_gflops / peak, pt->train_gflops / peak);
-    if (pi->ok && pt->ok)
-      std::printf("%-5s: zcode / pytorch as installed: train %.2fx, fwd %.2fx\n", name,
-                  ratio(f->train_tok_s, pi->train_tok_s), ratio(f->fwd_tok_s, pi->fwd_tok_s));
+  // Median over rounds of a per-round ratio, with its range.
+  auto over_rounds = [&](const Series& s, auto&& per_round) {
+    std::vector<double> v;
+    for (const Round& rd : s.rounds) v.push_back(per_round(rd));
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    char buf[96];
+    if (v.size() > 1)
+      std::snprintf(buf, sizeof buf, "%.2f (rounds %.2f-%.2f)", median(v), *lo, *hi);
+    else
+      std::snprintf(buf, sizeof buf, "%.2f", v[0]);
+    return std::string(buf);
+  };
+  std::printf("--- ratios%s ---\n", rounds > 1 ? " (median of the per-round ratios)" : "");
+  bool ok = true;
+  for (const Series& s : series) {
+    const Round& r0 = s.rounds[0];
+    ok = ok && r0.f.ok;
+    if (!r0.f.ok) continue;
+    std::printf("%-5s: peak RSS / analytic %s (target <= 1.25); zcode RSS / pytorch tuned RSS %.2f\n", s.name,
+                over_rounds(s, [](const Round& r) { return r.f.peak_rss_mb / r.f.analytic_mb; }).c_str(),
+                ratio(r0.f.peak_rss_mb, r0.tuned.rss_mb));
+    if (r0.peak > 0)
+      std::printf("%-5s: model FLOP rate / sgemm peak: train %s (target >= 0.80), fwd %s; pytorch tuned %s\n", s.name,
+                  over_rounds(s, [](const Round& r) { return r.f.train_gflops / r.peak; }).c_str(),
+                  over_rounds(s, [](const Round& r) { return r.f.fwd_gflops / r.peak; }).c_str(),
+                  over_rounds(s, [](const Round& r) { return r.tuned.train_gflops / r.peak; }).c_str());
+    if (s.installed.ok)
+      std::printf("%-5s: zcode / pytorch as installed (round 1): train %.2fx, fwd %.2fx\n", s.name,
+                  ratio(r0.f.train_tok_s, s.installed.train_tok_s), ratio(r0.f.fwd_tok_s, s.installed.fwd_tok_s));
   }
-  for (auto [name, f, pt, target] : {std::tuple{"dense", &fd, &pdt, 1.1}, std::tuple{"moe", &fm, &pmt, 1.3}})
-    if (f->ok && pt->ok)
-      std::printf("%-5s: zcode / pytorch tuned: train %.2fx (target >= %.1fx), fwd %.2fx\n", name,
-                  ratio(f->train_tok_s, pt->train_tok_s), target, ratio(f->fwd_tok_s, pt->fwd_tok_s));
-  return (fd.ok || which == "moe") && (fm.ok || which == "dense") ? 0 : 1;
+  for (const Series& s : series)
+    if (s.rounds[0].f.ok && s.rounds[0].tuned.ok)
+      std::printf("%-5s: zcode / pytorch tuned: train %sx (target >= %.1fx), fwd %sx\n", s.name,
+                  over_rounds(s, [&](const Round& r) { return ratio(r.f.train_tok_s, r.tuned.train_tok_s); }).c_str(),
+                  s.target, over_rounds(s, [&](const Round& r) { return ratio(r.f.fwd_tok_s, r.tuned.fwd_tok_s); }).c_str());
+  return ok ? 0 : 1;
 }
