@@ -10,6 +10,7 @@
 #include <rapidjson/error/en.h>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cstdio>
 #include <climits>
@@ -688,12 +689,16 @@ std::vector<std::vector<int32_t>> encode_batch(const std::shared_ptr<const BpeMo
   nt = std::min(nt, std::max<size_t>(1, texts.size()));
   std::vector<std::thread> pool;
   std::vector<std::exception_ptr> errors(nt);
+  std::atomic<size_t> next{0};
   for (size_t t = 0; t < nt; ++t) {
     pool.emplace_back([&, t] {
       try {
         BpeEncoder enc(model);
-        // Interleaved assignment balances uneven text lengths.
-        for (size_t i = t; i < texts.size(); i += nt) {
+        // Texts are claimed one at a time (a shared counter), so a thread
+        // slowed by a neighbour on the shared VM does not hold the batch
+        // back.
+        for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < texts.size();
+             i = next.fetch_add(1, std::memory_order_relaxed)) {
           // One allocation per text instead of ~log2(tokens) regrowths (GPT-2
           // BPE averages ~2 bytes per token on English; a rare overshoot just
           // regrows once).
