@@ -15,56 +15,6 @@
 
 namespace glm52 {
 
-/// One query row against n_keys keys (Vaswani et al. 2017, eq. 1):
-///   s_j = scale·q·k_j for the keys that pass the mask, P = softmax(s),
-///   o = Σ_j P_j v_j. Key j is masked when key_doc && key_doc[j] != q_doc.
-/// Dynamic head mask (GLM-5.2, README §4): when head_mask and the entropy
-/// −Σ P_j ln P_j (nats) exceeds `threshold`, o = 0 and the row is reported as
-/// masked (returns false). p_out [n_keys] gets P (0 at masked keys).
-/// q, k_j, v_j, o are [hd]; key j lives at k + j·stride, v + j·stride.
-template <class T>
-bool attend_row(const T* q, const T* k, const T* v, int64_t stride, int n_keys, const int32_t* key_doc,
-                int32_t q_doc, int hd, T scale, bool head_mask, T threshold, T* p_out, T* o) {
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int j = 0; j < n_keys; ++j) {
-    if (key_doc && key_doc[j] != q_doc) {
-      p_out[j] = -std::numeric_limits<T>::infinity();
-      continue;
-    }
-    const T* kj = k + j * stride;
-    T s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < hd; ++i) s += q[i] * kj[i];
-    s *= scale;
-    p_out[j] = s;
-    mx = s > mx ? s : mx;
-  }
-  T sum = 0, ps = 0;  // ps = Σ e_j s_j, for the entropy
-  for (int j = 0; j < n_keys; ++j) {
-    const T s = p_out[j];
-    const T e = s == -std::numeric_limits<T>::infinity() ? T(0) : zcode::kernels::kexp(s - mx);
-    if (e > T(0)) ps += e * s;
-    p_out[j] = e;
-    sum += e;
-  }
-  const T inv = T(1) / sum;
-  for (int j = 0; j < n_keys; ++j) p_out[j] *= inv;
-  for (int i = 0; i < hd; ++i) o[i] = T(0);
-  if (head_mask) {
-    // H = −Σ P_j (s_j − lse) = lse − Σ P_j s_j, lse = mx + ln(sum).
-    const T entropy = mx + std::log(sum) - ps * inv;
-    if (entropy > threshold) return false;
-  }
-  for (int j = 0; j < n_keys; ++j) {
-    const T pj = p_out[j];
-    if (pj == T(0)) continue;
-    const T* vj = v + j * stride;
-#pragma omp simd
-    for (int i = 0; i < hd; ++i) o[i] += pj * vj[i];
-  }
-  return true;
-}
-
 /// Query rows per tile of the batched attention: each tile's GEMMs run over
 /// keys 0..(last row of the tile) only, so the causal half is mostly skipped
 /// (with T = 256 the GEMMs cover 62.5% of the T×T square).
@@ -103,6 +53,34 @@ bool softmax_row(T* p, int t, int n_cols, const int32_t* key_doc, int32_t q_doc,
 #pragma omp simd
   for (int j = 0; j <= t; ++j) p[j] *= f;
   for (int j = t + 1; j < n_cols; ++j) p[j] = T(0);
+  return kept;
+}
+
+/// One query row against n_keys keys (Vaswani et al. 2017, eq. 1), the
+/// KV-cache decode path: s_j = scale·q·k_j, P = softmax_row(s), o = Σ_j P_j v_j
+/// (the same softmax, masks and entropy as the batched forward). Key j is
+/// masked when key_doc && key_doc[j] != q_doc. Dynamic head mask: a row whose
+/// entropy exceeds `threshold` gets o = 0 and returns false. p_out [n_keys]
+/// gets P. q, k_j, v_j, o are [hd]; key j lives at k + j·stride, v + j·stride.
+template <class T>
+bool attend_row(const T* q, const T* k, const T* v, int64_t stride, int n_keys, const int32_t* key_doc,
+                int32_t q_doc, int hd, T scale, bool head_mask, T threshold, T* p_out, T* o) {
+  for (int j = 0; j < n_keys; ++j) {
+    const T* kj = k + j * stride;
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < hd; ++i) s += q[i] * kj[i];
+    p_out[j] = s * scale;
+  }
+  const bool kept = softmax_row(p_out, n_keys - 1, n_keys, key_doc, q_doc, head_mask, threshold);
+  for (int i = 0; i < hd; ++i) o[i] = T(0);
+  for (int j = 0; j < n_keys; ++j) {
+    const T pj = p_out[j];
+    if (pj == T(0)) continue;
+    const T* vj = v + j * stride;
+#pragma omp simd
+    for (int i = 0; i < hd; ++i) o[i] += pj * vj[i];
+  }
   return kept;
 }
 
