@@ -5,7 +5,7 @@
 // tuned, and cblas_sgemm's peak at 2048³. Prints every figure, peak RSS against
 // the analytic need, and, last, the ratio against tuned PyTorch.
 //
-// The shared machines drift (the same sgemm ran at 160–274 GFLOP/s within one
+// The shared machines drift (the same sgemm ran at 148–283 GFLOP/s within one
 // hour), so a ratio pairs measurements taken back to back: each of --rounds
 // rounds measures, per config, the sgemm peak, ZCode and tuned PyTorch in a
 // row; the figures reported are the medians over rounds of those per-round
@@ -358,7 +358,6 @@ int main(int argc, char** argv) {
     const Round& r0 = s.rounds[0];
     ok = ok && r0.f.ok;
     if (!r0.f.ok) continue;
-    // Round 1 only: later rounds start on the heap earlier rounds left behind.
     std::printf("%-5s: peak RSS / analytic %.2f (round 1; target <= 1.25); zcode RSS / pytorch tuned RSS %.2f\n",
                 s.name, r0.f.peak_rss_mb / r0.f.analytic_mb, ratio(r0.f.peak_rss_mb, r0.tuned.rss_mb));
     std::printf("%-5s: model FLOP rate / sgemm 2048^3 run right after each step: train %s (target >= 0.80)\n",
