@@ -35,6 +35,7 @@ TEST(SharedWordCache, ConcurrentInsertsAreAllFoundWithTheirIds) {
   // meet the same words do, and looks keys up meanwhile.
   for (int t = 0; t < kThreads; ++t)
     pool.emplace_back([&, t] {
+      SharedWordCache::Writer w;
       for (int j = 0; j < kKeys; ++j) {
         const int k = (j * (2 * t + 1) + t * 977) % kKeys;
         const std::string key = key_of(k);
@@ -45,7 +46,7 @@ TEST(SharedWordCache, ConcurrentInsertsAreAllFoundWithTheirIds) {
           ASSERT_EQ(std::vector<int32_t>(ids, ids + n), ids_of(k)) << key;
         } else {
           auto v = ids_of(k);
-          ASSERT_TRUE(cache.insert(key, h, v.data(), v.size())) << key;
+          ASSERT_TRUE(cache.insert(w, key, h, v.data(), v.size())) << key;
         }
       }
     });
@@ -62,11 +63,12 @@ TEST(SharedWordCache, ConcurrentInsertsAreAllFoundWithTheirIds) {
 
 TEST(SharedWordCache, FullCacheRefusesInsertsAndKeepsWhatItHas) {
   SharedWordCache cache(/*max_entries=*/100, /*arena_bytes=*/1 << 20);
+  SharedWordCache::Writer w;
   int accepted = 0;
   for (int k = 0; k < 150; ++k) {
     auto v = ids_of(k);
     const std::string key = key_of(k);
-    accepted += cache.insert(key, zcode::tok::hash_bytes(key) | 1, v.data(), v.size()) ? 1 : 0;
+    accepted += cache.insert(w, key, zcode::tok::hash_bytes(key) | 1, v.data(), v.size()) ? 1 : 0;
   }
   EXPECT_EQ(accepted, 100);
   for (int k = 0; k < 150; ++k) {
@@ -86,8 +88,9 @@ TEST(SharedWordCache, ArenaLimitRefusesInserts) {
   SharedWordCache cache(16, 128);
   std::vector<int32_t> v{1, 2, 3, 4, 5};
   std::string a(40, 'a'), b(40, 'b');
-  EXPECT_TRUE(cache.insert(a, zcode::tok::hash_bytes(a) | 1, v.data(), v.size()));
-  EXPECT_FALSE(cache.insert(b, zcode::tok::hash_bytes(b) | 1, v.data(), v.size()));
+  SharedWordCache::Writer w;
+  EXPECT_TRUE(cache.insert(w, a, zcode::tok::hash_bytes(a) | 1, v.data(), v.size()));
+  EXPECT_FALSE(cache.insert(w, b, zcode::tok::hash_bytes(b) | 1, v.data(), v.size()));
   const int32_t* ids = nullptr;
   size_t n = 0;
   ASSERT_TRUE(cache.find(a, zcode::tok::hash_bytes(a) | 1, &ids, &n));

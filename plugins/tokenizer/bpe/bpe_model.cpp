@@ -560,7 +560,7 @@ void BpeEncoder::pretokenize(std::string_view text, std::vector<int32_t>& out, b
 }
 
 void BpeEncoder::remember(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
-  if (!model_->word_cache_->insert(word, h, ids, n)) cache_.insert(word, h, ids, n);
+  if (!model_->word_cache_->insert(cache_writer_, word, h, ids, n)) cache_.insert(word, h, ids, n);
 }
 
 void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) {
@@ -694,16 +694,19 @@ std::vector<std::vector<int32_t>> encode_batch(const std::shared_ptr<const BpeMo
     pool.emplace_back([&, t] {
       try {
         BpeEncoder enc(model);
+        std::vector<int32_t> ids;
         // Texts are claimed one at a time (a shared counter), so a thread
         // slowed by a neighbour on the shared VM does not hold the batch
         // back.
         for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < texts.size();
              i = next.fetch_add(1, std::memory_order_relaxed)) {
-          // One allocation per text instead of ~log2(tokens) regrowths (GPT-2
-          // BPE averages ~2 bytes per token on English; a rare overshoot just
-          // regrows once).
-          out[i].reserve(texts[i].size() / 2 + 16);
-          enc.encode(texts[i], out[i]);
+          // Encode into this thread's own buffer and copy once: appending to
+          // out[i] directly would write its end pointer per token, and the
+          // headers of out[i] and out[i + 1] (claimed by the other thread)
+          // share a cache line, which then bounces between the cores.
+          ids.clear();
+          enc.encode(texts[i], ids);
+          out[i].assign(ids.begin(), ids.end());
         }
       } catch (...) {
         errors[t] = std::current_exception();

@@ -132,6 +132,7 @@ class BpeEncoder {
 
   std::shared_ptr<const BpeModel> model_;
   WordCache cache_;
+  SharedWordCache::Writer cache_writer_;  // this encoder's blocks of the shared cache
   std::string norm_;                     // normalized text scratch
   std::vector<int32_t> syms_, tmp_;      // symbols of the current word
   std::vector<int32_t> prev_, next_;     // linked list for long words

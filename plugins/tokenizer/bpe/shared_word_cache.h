@@ -5,6 +5,7 @@
 // encoding at 1.2-1.7x on 2 threads with per-thread caches).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -17,8 +18,8 @@ namespace zcode::tok {
 ///
 /// Layout: open addressing over `slots` (tag = the word's 64-bit hash, never
 /// 0) and one byte arena of records `[key_len u32][n_ids u32][ids i32...]
-/// [key bytes]`. An insert reserves its record with one fetch_add, writes
-/// it, claims a slot by CAS on the tag and then publishes the record offset
+/// [key bytes]`. An insert takes its record from its thread's reserved
+/// block of the arena (Writer), writes it, claims a slot by CAS on the tag and then publishes the record offset
 /// with a release store; a reader that sees the tag but not yet the offset
 /// treats the slot as a miss. When the arena or the entry budget (half the
 /// slots) is used up, insert() returns false and the caller keeps the word in
@@ -60,20 +61,46 @@ class SharedWordCache {
     }
   }
 
-  /// Adds `word` -> ids[0, n). False when the cache is full (nothing added).
-  /// Two threads inserting the same word both succeed; find() returns either.
-  bool insert(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
+  /// One inserting thread's reservations. Each thread reserves arena bytes
+  /// and entries from the shared counters in blocks and fills them alone, so
+  /// inserts do not bounce the counters' cache line between cores (one
+  /// fetch_add per insert cost 2-thread encoding about a tenth of its speed).
+  struct Writer {
+    size_t off = 0, end = 0;  // reserved arena bytes [off, end)
+    size_t entries = 0;       // reserved entries not yet used
+  };
+
+  /// Adds `word` -> ids[0, n) through `w` (one Writer per thread). False when
+  /// the cache is full (nothing added). Two threads inserting the same word
+  /// both succeed; find() returns either.
+  bool insert(Writer& w, std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
     if (full_.load(std::memory_order_relaxed)) return false;
-    if (entries_.fetch_add(1, std::memory_order_relaxed) >= max_entries_) {
-      full_.store(true, std::memory_order_relaxed);
-      return false;
+    if (w.entries == 0) {
+      const size_t first = entries_.fetch_add(kEntryBlock, std::memory_order_relaxed);
+      if (first >= max_entries_) {
+        full_.store(true, std::memory_order_relaxed);
+        return false;
+      }
+      w.entries = std::min(kEntryBlock, max_entries_ - first);
     }
     const size_t bytes = (8 + n * 4 + word.size() + 3) & ~size_t{3};
-    const size_t off = used_.fetch_add(bytes, std::memory_order_relaxed);
-    if (off + bytes > arena_cap_) {
-      full_.store(true, std::memory_order_relaxed);
-      return false;
+    if (w.end - w.off < bytes) {
+      // A new block: at least kArenaBlock bytes, at most what is left; the
+      // rest of the old block stays unused.
+      size_t cur = used_.load(std::memory_order_relaxed), take = 0;
+      do {
+        take = std::min(arena_cap_ - cur, std::max(kArenaBlock, bytes));
+        if (take < bytes) {
+          full_.store(true, std::memory_order_relaxed);
+          return false;
+        }
+      } while (!used_.compare_exchange_weak(cur, cur + take, std::memory_order_relaxed));
+      w.off = cur;
+      w.end = cur + take;
     }
+    const size_t off = w.off;
+    w.off += bytes;
+    --w.entries;
     std::byte* r = arena_.get() + off;
     const auto key_len = static_cast<uint32_t>(word.size()), n_ids = static_cast<uint32_t>(n);
     std::memcpy(r, &key_len, 4);
@@ -99,8 +126,10 @@ class SharedWordCache {
   size_t mask_ = 0, max_entries_ = 0;
   std::unique_ptr<std::byte[]> arena_;
   size_t arena_cap_ = 0;
-  // Offset 0 is reserved so that rec == 0 can mean "unpublished".
-  std::atomic<size_t> used_{8};
+  static constexpr size_t kEntryBlock = 256, kArenaBlock = size_t{64} << 10;
+  // Offset 0 is reserved so that rec == 0 can mean "unpublished". The
+  // counters sit on their own cache line, apart from the read-mostly fields.
+  alignas(64) std::atomic<size_t> used_{8};
   std::atomic<size_t> entries_{0};
   std::atomic<bool> full_{false};
 };
