@@ -6,6 +6,7 @@
 // and rounding ~1e-16·|L|/eps ≈ 1e-10, so agreement to 1e-6 relative is a real check
 // (a wrong term in a backward formula gives errors of order 1).
 #include "attention.h"
+#include "lm_head.h"
 #include "test_util.h"
 
 #include <zcode/kernels/cross_entropy.h>
@@ -16,7 +17,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -165,6 +168,100 @@ TEST(GradCheck, SoftmaxCrossEntropy) {
   EXPECT_NEAR(nll[2], static_cast<double>(std::log(s) - x[2 * V + 8]), 1e-12);
   EXPECT_EQ(nll[1], 0.0);
   expect_grad(x, g, loss, "xent dlogits");
+}
+
+/// The fused LM head (glm52/lm_head.h): nll against a long-double
+/// log-sum-exp of h·Wᵀ computed here, and dh, dW against central differences
+/// of grad_scale·Σ nll. V spans several 1024-column slices with a partial last
+/// one; rows include an excluded one (label −1) and labels in the first and
+/// last slices.
+void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels) {
+  Vec h = randn(size_t(rows) * d, 21, 0.8), W = randn(size_t(V) * d, 22, 0.5);
+  const double scale = 0.29;
+  const size_t scratch = static_cast<size_t>(glm52::head_xent_fused_scratch(rows, V, d));
+  auto run = [&](Vec& dh, Vec& dW, std::vector<double>& nll) {
+    Vec logits(size_t(rows) * V), scr(scratch);
+    dh.assign(size_t(rows) * d, 0.0);
+    dW.assign(size_t(V) * d, 0.0);
+    nll.assign(rows, -1.0);
+    glm52::head_xent_fused<double>(rows, V, d, h.data(), W.data(), labels.data(), scale, logits.data(), scr.data(),
+                                   nll.data(), dh.data(), dW.data());
+  };
+  auto loss = [&] {
+    Vec dh, dW;
+    std::vector<double> nll;
+    run(dh, dW, nll);
+    double s = 0;
+    for (double v : nll) s += v;
+    return scale * s;
+  };
+  Vec dh, dW;
+  std::vector<double> nll;
+  run(dh, dW, nll);
+  for (int r = 0; r < rows; ++r) {
+    if (labels[r] < 0) {
+      EXPECT_EQ(nll[r], 0.0) << "row " << r;
+      continue;
+    }
+    long double mx = -1e300L, s = 0, zl = 0;
+    std::vector<long double> z(V);
+    for (int v = 0; v < V; ++v) {
+      long double acc = 0;
+      for (int i = 0; i < d; ++i) acc += static_cast<long double>(h[r * d + i]) * W[size_t(v) * d + i];
+      z[v] = acc;
+      mx = std::max(mx, acc);
+    }
+    for (int v = 0; v < V; ++v) s += std::exp(z[v] - mx);
+    zl = z[labels[r]];
+    EXPECT_NEAR(nll[r], static_cast<double>(mx + std::log(s) - zl), 1e-11) << "row " << r;
+  }
+  expect_grad(h, dh, loss, "fused head dh");
+  // dW: every row of W that is a label, the rows around slice edges, and a stride.
+  for (size_t v = 0; v < size_t(V); ++v) {
+    const bool label = std::find(labels.begin(), labels.end(), static_cast<int32_t>(v)) != labels.end();
+    if (!(label || v % 1024 == 0 || v % 1024 == 1023 || v + 1 == size_t(V) || v % 97 == 0)) continue;
+    for (int i = 0; i < d; ++i) {
+      double& x = W[v * d + i];
+      const double x0 = x;
+      x = x0 + kEps;
+      const double lp = loss();
+      x = x0 - kEps;
+      const double lm = loss();
+      x = x0;
+      const double fd = (lp - lm) / (2 * kEps);
+      ASSERT_NEAR(dW[v * d + i], fd, 1e-6 * std::max(1.0, std::fabs(fd))) << "fused head dW[" << v << "," << i << "]";
+    }
+  }
+}
+
+TEST(GradCheck, FusedLmHeadThreeSlices) { fused_head_case(5, 2600, 6, {7, -1, 2599, 1024, 1500}); }
+// More slices than kHeadFusedGroups: groups of several slices each.
+TEST(GradCheck, FusedLmHeadManySlices) { fused_head_case(3, 9 * 1024 + 5, 3, {9220, 0, -1}); }
+
+// Fixed slices and groups, summed in order: the same bits on 1 and 2 threads.
+TEST(FusedLmHead, ThreadCountIndependent) {
+  const int rows = 6, V = 9 * 1024 + 5, d = 16;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> h(size_t(rows) * d), W(size_t(V) * d);
+  for (float& x : h) x = nd(rng);
+  for (float& x : W) x = 0.3f * nd(rng);
+  const std::vector<int32_t> labels = {1, 9000, -1, 4096, 5, 2047};
+  auto run = [&](int threads) {
+    zcode::kernels::set_num_threads(threads);
+    std::vector<float> logits(size_t(rows) * V), scr(size_t(glm52::head_xent_fused_scratch(rows, V, d)));
+    std::vector<float> out(size_t(rows) * d + size_t(V) * d, 0.f);
+    std::vector<double> nll(rows);
+    glm52::head_xent_fused<float>(rows, V, d, h.data(), W.data(), labels.data(), 0.5f, logits.data(), scr.data(),
+                                  nll.data(), out.data(), out.data() + size_t(rows) * d);
+    std::vector<float> all(out);
+    for (double v : nll) all.push_back(static_cast<float>(v));
+    return all;
+  };
+  const auto a = run(1), b = run(2);
+  zcode::kernels::set_num_threads(2);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
 }
 
 /// Attention core: GQA (4 query heads on 2 KV heads), causal, document mask,

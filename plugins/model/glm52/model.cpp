@@ -3,6 +3,7 @@
 #include "model.h"
 
 #include "attention.h"
+#include "lm_head.h"
 
 #include <zcode/abi.h>
 #include <zcode/kernels/cross_entropy.h>
@@ -257,6 +258,7 @@ struct Model<T>::Workspace {
   T *gx = nullptr, *gy = nullptr, *gz = nullptr, *dqkv = nullptr, *dO = nullptr, *dtheta = nullptr;
   T *gbuf = nullptr, *xe = nullptr, *dye = nullptr, *logits = nullptr, *dz = nullptr, *dgate = nullptr;
   T *dg_rows = nullptr, *inv_freq = nullptr, *attn_scratch = nullptr, *rope_cos = nullptr, *rope_sin = nullptr;
+  T* head_scratch = nullptr;  // head_xent_fused's, after the logits chunk
   double* nll = nullptr;
   int32_t *labels = nullptr, *pos = nullptr;
   int64_t logits_rows = 0;
@@ -336,12 +338,16 @@ struct Model<T>::Workspace {
     take(dgate, N * k);
     take(dg_rows, N);
     const int64_t V = std::max<int64_t>(c.vocab_size, 1);
-    // Same footprint as a separate kLogitsChunkElems chunk plus the scratch.
+    // Same footprint as a separate kLogitsChunkElems chunk plus the scratch;
+    // a row of the chunk costs V logits and its share of the fused head's
+    // scratch (linear in rows).
     const int64_t chunk_elems = kLogitsChunkElems + static_cast<int64_t>((off - scratch_begin) / sizeof(T));
-    logits_rows = std::min<int64_t>(std::max<int64_t>(chunk_elems / V / 16 * 16, 16), N);
+    const int64_t per_row = V + head_xent_fused_scratch(1, V, d);
+    logits_rows = std::min<int64_t>(std::max<int64_t>(chunk_elems / per_row / 16 * 16, 16), N);
     const size_t scratch_end = off;
     off = scratch_begin;
     take(logits, logits_rows * c.vocab_size);
+    take(head_scratch, head_xent_fused_scratch(logits_rows, V, d));
     off = std::max(off, scratch_end);
     take(inv_freq, c.rotary_dims() / 2 + 1);
     take(rope_cos, int64_t{Tn} * (c.rotary_dims() / 2));
@@ -956,11 +962,16 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
       for (int i = 0; i < rows; ++i) ws.nll[r0 + i] = 0;
       continue;
     }
-    head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits);
-    zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
-    zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale),
-                                 true, smp);
-    head_bwd<T>(rows, V, static_cast<int>(d), ws.logits, hf + r0 * d, W, ws.gx + r0 * d, GW);
+    if (sampled) {  // labels drawn from each full softmax row: the unfused path
+      head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits);
+      zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
+      zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale),
+                                   true, smp);
+      head_bwd<T>(rows, V, static_cast<int>(d), ws.logits, hf + r0 * d, W, ws.gx + r0 * d, GW);
+    } else {
+      head_xent_fused<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.labels + r0, static_cast<T>(grad_scale),
+                         ws.logits, ws.head_scratch, ws.nll + r0, ws.gx + r0 * d, GW);
+    }
   }
   double ce = 0;
   for (int64_t n = 0; n < N; ++n) ce += ws.nll[n];

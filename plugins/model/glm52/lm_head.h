@@ -1,0 +1,145 @@
+// glm52/lm_head.h: the LM head, softmax cross-entropy and their backward for
+// one chunk of rows, fused over vocab slices so that each slice of logits is
+// post-processed while it is still in the cache of the core that computed it.
+#pragma once
+
+#include <zcode/kernels/gemm.h>
+#include <zcode/kernels/math.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace glm52 {
+
+/// Vocab columns per slice of the fused head: one slice of a 352-row chunk
+/// (1.4 MiB) fits the 2 MiB L2 of the core that owns it.
+inline constexpr int kHeadFusedSlice = 1024;
+/// Fixed number of partial ∂L/∂h accumulators: slices are summed per group
+/// and groups in order, so the result does not depend on the thread count
+/// (as long as there are at most this many threads, all of them are used).
+inline constexpr int kHeadFusedGroups = 8;
+
+/// Scratch of head_xent_fused, in elements of T, for a chunk of `rows` rows.
+inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
+  const int64_t slices = (V + kHeadFusedSlice - 1) / kHeadFusedSlice;
+  return 2 * slices * rows + rows + kHeadFusedGroups * rows * d;
+}
+
+/// Fused LM head + softmax cross-entropy + backward for one chunk of rows.
+///   h      : [rows, d] final hidden states; W: [V, d] head weight (row v = token v).
+///   labels : [rows] target ids in [0, V), or −1 for rows excluded from the loss.
+///   logits : [rows, V] scratch (row stride V).
+///   scratch: head_xent_fused_scratch(rows, V, d) elements.
+///   nll    : [rows] out, logsumexp(z_r) − z_r[label] (nats), 0 for excluded rows.
+///   dh     : [rows, d] out (overwritten), ∂(grad_scale·Σ nll)/∂h.
+///   dW     : [V, d] accumulated (+=), ∂(grad_scale·Σ nll)/∂W.
+/// With z = h·Wᵀ and p = softmax(z): ∂nll/∂z = p − onehot(label) (Goodfellow
+/// et al. 2016, eq. 6.31); dh = G·W, dW += Gᵀ·h with G = grad_scale·(p − onehot).
+///
+/// Pass 1, per slice s (one thread each): z_s = h·W_sᵀ, then while z_s is in
+/// that core's cache, its row maxima m_s and e = exp(z_s − m_s) in place with
+/// the row sums σ_s. Merge, per row in slice order: lse = M + ln Σ_s σ_s·e^{m_s−M}
+/// (the streaming softmax of Milakov & Gimelshein 2018). Pass 2, per slice:
+/// G_s = grad_scale·e^{m_s−lse}·e − grad_scale·onehot, then dW_s += G_sᵀ·h and
+/// a group's partial dh += G_s·W_s, reading G_s from cache. The logits are read
+/// back from memory once, instead of the four passes of a separate softmax.
+/// One exp per logit. BLAS calls run single-threaded inside the OpenMP loops.
+template <class T>
+void head_xent_fused(int rows, int64_t V, int d, const T* h, const T* W, const int32_t* labels, T grad_scale,
+                     T* logits, T* scratch, double* nll, T* dh, T* dW) {
+  const int64_t S = kHeadFusedSlice, slices = (V + S - 1) / S, R = rows;
+  T* smax = scratch;                 // [slices, rows]: m_s, then the pass-2 coefficient
+  T* ssum = smax + slices * R;       // [slices, rows]: σ_s
+  T* zlab = ssum + slices * R;       // [rows]: z[label], kept before e overwrites it
+  T* dpart = zlab + R;               // [groups, rows, d]
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+#pragma omp parallel for schedule(static)
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t v0 = s * S;
+    const int n = static_cast<int>(std::min(S, V - v0));
+    zcode::kernels::gemm(false, true, rows, n, d, T(1), h, d, W + v0 * d, d, T(0), logits + v0,
+                         static_cast<int>(V));
+    for (int64_t r = 0; r < R; ++r) {
+      T* x = logits + r * V + v0;
+      const int32_t y = labels[r];
+      if (y < 0) continue;
+      if (y >= v0 && y < v0 + n) zlab[r] = x[y - v0];
+      T mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+      for (int j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+      T sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < n; ++j) {
+        const T e = zcode::kernels::kexp(x[j] - mx);
+        x[j] = e;
+        sum += e;
+      }
+      smax[s * R + r] = mx;
+      ssum[s * R + r] = sum;
+    }
+  }
+
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    if (labels[r] < 0) {
+      nll[r] = 0.0;
+      continue;
+    }
+    double M = -std::numeric_limits<double>::infinity();
+    for (int64_t s = 0; s < slices; ++s) M = std::max(M, static_cast<double>(smax[s * R + r]));
+    double sum = 0;
+    for (int64_t s = 0; s < slices; ++s)
+      sum += static_cast<double>(ssum[s * R + r]) * std::exp(static_cast<double>(smax[s * R + r]) - M);
+    const double lse = M + std::log(sum);
+    nll[r] = lse - static_cast<double>(zlab[r]);
+    for (int64_t s = 0; s < slices; ++s)
+      smax[s * R + r] =
+          static_cast<T>(static_cast<double>(grad_scale) * std::exp(static_cast<double>(smax[s * R + r]) - lse));
+  }
+
+  const int64_t groups = std::min<int64_t>(kHeadFusedGroups, slices);
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t s0 = g * slices / groups, s1 = (g + 1) * slices / groups;
+    T* part = dpart + g * R * d;
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t v0 = s * S;
+      const int n = static_cast<int>(std::min(S, V - v0));
+      for (int64_t r = 0; r < R; ++r) {
+        T* x = logits + r * V + v0;
+        const int32_t y = labels[r];
+        if (y < 0) {
+          std::memset(static_cast<void*>(x), 0, sizeof(T) * size_t(n));
+          continue;
+        }
+        const T c = smax[s * R + r];
+#pragma omp simd
+        for (int j = 0; j < n; ++j) x[j] *= c;
+        if (y >= v0 && y < v0 + n) x[y - v0] -= grad_scale;
+      }
+      const T* G = logits + v0;
+      zcode::kernels::gemm(true, false, n, d, rows, T(1), G, static_cast<int>(V), h, d, T(1), dW + v0 * d, d);
+      zcode::kernels::gemm(false, false, rows, d, n, T(1), G, static_cast<int>(V), W + v0 * d, d,
+                           s == s0 ? T(0) : T(1), part, d);
+    }
+  }
+
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    T* out = dh + r * d;
+    std::memcpy(static_cast<void*>(out), dpart + r * d, sizeof(T) * size_t(d));
+    for (int64_t g = 1; g < groups; ++g) {
+      const T* p = dpart + (g * R + r) * d;
+#pragma omp simd
+      for (int i = 0; i < d; ++i) out[i] += p[i];
+    }
+  }
+}
+
+}  // namespace glm52
