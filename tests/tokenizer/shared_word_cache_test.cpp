@@ -98,4 +98,64 @@ TEST(SharedWordCache, ArenaLimitRefusesInserts) {
   EXPECT_FALSE(cache.find(b, zcode::tok::hash_bytes(b) | 1, &ids, &n));
 }
 
+// Encoders are often short-lived (encode_batch makes one per thread per call):
+// each Writer's first blocks are small and release() returns the unused tail,
+// so a thousand writers of ten words each fit where a thousand 2 KiB blocks
+// (the smallest a writer takes) would not.
+TEST(SharedWordCache, ShortLivedWritersGiveBackTheirBlocks) {
+  SharedWordCache cache(1 << 14, 1 << 20);
+  const int kWriters = 1000, kWords = 10;
+  for (int i = 0; i < kWriters; ++i) {
+    SharedWordCache::Writer w;
+    for (int j = 0; j < kWords; ++j) {
+      const int k = i * kWords + j;
+      const std::string key = key_of(k);
+      auto v = ids_of(k);
+      ASSERT_TRUE(cache.insert(w, key, zcode::tok::hash_bytes(key) | 1, v.data(), v.size())) << "writer " << i;
+    }
+    cache.release(w);
+  }
+  for (int k = 0; k < kWriters * kWords; ++k) {
+    const std::string key = key_of(k);
+    const int32_t* ids = nullptr;
+    size_t n = 0;
+    ASSERT_TRUE(cache.find(key, zcode::tok::hash_bytes(key) | 1, &ids, &n)) << key;
+    EXPECT_EQ(std::vector<int32_t>(ids, ids + n), ids_of(k));
+  }
+}
+
+// A tail is only given back while it is the newest reservation: releasing an
+// older writer must not hand out bytes that a newer one already holds.
+TEST(SharedWordCache, ReleaseKeepsBytesReservedAfterIt) {
+  SharedWordCache cache(1 << 10, 1 << 16);
+  SharedWordCache::Writer a, b;
+  std::vector<int32_t> v{1, 2, 3};
+  ASSERT_TRUE(cache.insert(a, "alpha", zcode::tok::hash_bytes("alpha") | 1, v.data(), v.size()));
+  for (int k = 0; k < 10; ++k) {
+    const std::string key = "beta" + std::to_string(k);
+    ASSERT_TRUE(cache.insert(b, key, zcode::tok::hash_bytes(key) | 1, v.data(), v.size()));
+  }
+  cache.release(a);  // not the newest: nothing given back
+  SharedWordCache::Writer c;
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = "gamma" + std::to_string(k);
+    std::vector<int32_t> ids(5, k);
+    ASSERT_TRUE(cache.insert(c, key, zcode::tok::hash_bytes(key) | 1, ids.data(), ids.size()));
+  }
+  const int32_t* ids = nullptr;
+  size_t n = 0;
+  ASSERT_TRUE(cache.find("alpha", zcode::tok::hash_bytes("alpha") | 1, &ids, &n));
+  EXPECT_EQ(std::vector<int32_t>(ids, ids + n), v);
+  for (int k = 0; k < 10; ++k) {
+    const std::string key = "beta" + std::to_string(k);
+    ASSERT_TRUE(cache.find(key, zcode::tok::hash_bytes(key) | 1, &ids, &n)) << key;
+    EXPECT_EQ(std::vector<int32_t>(ids, ids + n), v) << key;
+  }
+  for (int k = 0; k < 200; ++k) {
+    const std::string key = "gamma" + std::to_string(k);
+    ASSERT_TRUE(cache.find(key, zcode::tok::hash_bytes(key) | 1, &ids, &n)) << key;
+    EXPECT_EQ(std::vector<int32_t>(ids, ids + n), std::vector<int32_t>(5, k)) << key;
+  }
+}
+
 }  // namespace

@@ -503,6 +503,8 @@ void BpeModel::decode(const int32_t* ids, size_t n, std::string& out) const {
 BpeEncoder::BpeEncoder(std::shared_ptr<const BpeModel> model, size_t cache_entries)
     : model_(std::move(model)), cache_(cache_entries) {}
 
+BpeEncoder::~BpeEncoder() { model_->word_cache_->release(cache_writer_); }
+
 void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out, bool first) {
   const BpeModel& m = *model_;
   if (text.empty()) return;

@@ -118,6 +118,11 @@ class BpeEncoder {
  public:
   /// `cache_entries`: size of the private overflow cache.
   explicit BpeEncoder(std::shared_ptr<const BpeModel> model, size_t cache_entries = size_t{1} << 16);
+  /// Returns the unused part of its shared-cache reservation.
+  ~BpeEncoder();
+  // Not copyable or movable: a copy would write into the same reserved bytes.
+  BpeEncoder(const BpeEncoder&) = delete;
+  BpeEncoder& operator=(const BpeEncoder&) = delete;
   /// Appends to `out` the ids of a plain-text segment (no special-token
   /// parsing: callers split specials first). `first` is true for the segment
   /// at offset 0 of the caller's text (Metaspace prepend_scheme "first").

@@ -29,7 +29,9 @@ namespace zcode::tok {
 class SharedWordCache {
  public:
   /// `max_entries` words, `arena_bytes` of records (keys and ids).
+  /// The arena is capped at 4 GiB (record offsets are 32-bit).
   explicit SharedWordCache(size_t max_entries = size_t{1} << 17, size_t arena_bytes = size_t{8} << 20) {
+    arena_bytes = std::min<size_t>(arena_bytes, UINT32_MAX);
     size_t cap = 16;
     while (cap < 2 * max_entries) cap <<= 1;
     slots_ = std::make_unique<Slot[]>(cap);
@@ -65,9 +67,13 @@ class SharedWordCache {
   /// and entries from the shared counters in blocks and fills them alone, so
   /// inserts do not bounce the counters' cache line between cores (one
   /// fetch_add per insert cost 2-thread encoding about a tenth of its speed).
+  /// Blocks start small and double (short-lived encoders, e.g. one per
+  /// encode_batch call, take little), and release() gives the unused tail
+  /// back when it is still the newest reservation.
   struct Writer {
-    size_t off = 0, end = 0;  // reserved arena bytes [off, end)
-    size_t entries = 0;       // reserved entries not yet used
+    size_t off = 0, end = 0;               // reserved arena bytes [off, end)
+    size_t entries = 0, entries_end = 0;   // unused entries; end of the last entry block
+    size_t arena_block = kArenaBlockMin, entry_block = kEntryBlockMin;
   };
 
   /// Adds `word` -> ids[0, n) through `w` (one Writer per thread). False when
@@ -76,20 +82,22 @@ class SharedWordCache {
   bool insert(Writer& w, std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
     if (full_.load(std::memory_order_relaxed)) return false;
     if (w.entries == 0) {
-      const size_t first = entries_.fetch_add(kEntryBlock, std::memory_order_relaxed);
+      const size_t first = entries_.fetch_add(w.entry_block, std::memory_order_relaxed);
       if (first >= max_entries_) {
         full_.store(true, std::memory_order_relaxed);
         return false;
       }
-      w.entries = std::min(kEntryBlock, max_entries_ - first);
+      w.entries = std::min(w.entry_block, max_entries_ - first);
+      w.entries_end = first + w.entry_block;
+      w.entry_block = std::min(2 * w.entry_block, kEntryBlockMax);
     }
     const size_t bytes = (8 + n * 4 + word.size() + 3) & ~size_t{3};
     if (w.end - w.off < bytes) {
-      // A new block: at least kArenaBlock bytes, at most what is left; the
-      // rest of the old block stays unused.
+      // A new block: at least `bytes`, at most what is left; the rest of the
+      // old block stays unused.
       size_t cur = used_.load(std::memory_order_relaxed), take = 0;
       do {
-        take = std::min(arena_cap_ - cur, std::max(kArenaBlock, bytes));
+        take = std::min(arena_cap_ - cur, std::max(w.arena_block, bytes));
         if (take < bytes) {
           full_.store(true, std::memory_order_relaxed);
           return false;
@@ -97,6 +105,7 @@ class SharedWordCache {
       } while (!used_.compare_exchange_weak(cur, cur + take, std::memory_order_relaxed));
       w.off = cur;
       w.end = cur + take;
+      w.arena_block = std::min(2 * w.arena_block, kArenaBlockMax);
     }
     const size_t off = w.off;
     w.off += bytes;
@@ -117,6 +126,16 @@ class SharedWordCache {
     }
   }
 
+  /// Gives back what `w` reserved and did not use, where nobody reserved
+  /// after it (otherwise the tail stays unused), and empties `w`.
+  void release(Writer& w) {
+    size_t end = w.end;
+    used_.compare_exchange_strong(end, w.off, std::memory_order_relaxed);
+    size_t eend = w.entries_end;
+    if (w.entries > 0) entries_.compare_exchange_strong(eend, w.entries_end - w.entries, std::memory_order_relaxed);
+    w = Writer{};
+  }
+
  private:
   struct Slot {
     std::atomic<uint64_t> tag{0};
@@ -126,7 +145,8 @@ class SharedWordCache {
   size_t mask_ = 0, max_entries_ = 0;
   std::unique_ptr<std::byte[]> arena_;
   size_t arena_cap_ = 0;
-  static constexpr size_t kEntryBlock = 256, kArenaBlock = size_t{64} << 10;
+  static constexpr size_t kEntryBlockMin = 16, kEntryBlockMax = 256;
+  static constexpr size_t kArenaBlockMin = size_t{2} << 10, kArenaBlockMax = size_t{64} << 10;
   // Offset 0 is reserved so that rec == 0 can mean "unpublished". The
   // counters sit on their own cache line, apart from the read-mostly fields.
   alignas(64) std::atomic<size_t> used_{8};
