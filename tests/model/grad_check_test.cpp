@@ -234,11 +234,12 @@ void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels) {
   }
 }
 
+TEST(GradCheck, FusedLmHeadOneSlice) { fused_head_case(4, 300, 5, {299, 0, -1, 150}); }
 TEST(GradCheck, FusedLmHeadThreeSlices) { fused_head_case(5, 2600, 6, {7, -1, 2599, 1024, 1500}); }
 // More slices than kHeadFusedGroups: groups of several slices each.
 TEST(GradCheck, FusedLmHeadManySlices) { fused_head_case(3, 9 * 1024 + 5, 3, {9220, 0, -1}); }
 
-// Fixed slices and groups, summed in order: the same bits on 1 and 2 threads.
+// Fixed slices and groups, summed in order: the same bits on 1, 2 and 3 threads.
 TEST(FusedLmHead, ThreadCountIndependent) {
   const int rows = 6, V = 9 * 1024 + 5, d = 16;
   std::mt19937 rng(5);
@@ -258,10 +259,12 @@ TEST(FusedLmHead, ThreadCountIndependent) {
     for (double v : nll) all.push_back(static_cast<float>(v));
     return all;
   };
-  const auto a = run(1), b = run(2);
+  const auto a = run(1), b = run(2), c = run(3);  // 3 does not divide the 8 groups
   zcode::kernels::set_num_threads(2);
   ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), c.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)));
 }
 
 /// Attention core: GQA (4 query heads on 2 KV heads), causal, document mask,

@@ -16,12 +16,15 @@
 
 namespace glm52 {
 
-/// Vocab columns per slice of the fused head: one slice of a 352-row chunk
-/// (1.4 MiB) fits the 2 MiB L2 of the core that owns it.
+/// Vocab columns per slice of the fused head: one float slice of the dense
+/// benchmark's 336-row chunk (1.4 MiB) fits the 2 MiB L2 of the core that
+/// owns it. Chunks of more rows (larger B·T give the model a larger chunk)
+/// still work, with less of the slice in cache.
 inline constexpr int kHeadFusedSlice = 1024;
 /// Fixed number of partial ∂L/∂h accumulators: slices are summed per group
-/// and groups in order, so the result does not depend on the thread count
-/// (as long as there are at most this many threads, all of them are used).
+/// and groups in order, so the result does not depend on the thread count.
+/// Pass 2 uses at most this many threads; the partials cost
+/// kHeadFusedGroups·rows·d elements of the chunk's memory.
 inline constexpr int kHeadFusedGroups = 8;
 
 /// Scratch of head_xent_fused, in elements of T, for a chunk of `rows` rows.
@@ -48,7 +51,9 @@ inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
 /// G_s = grad_scale·e^{m_s−lse}·e − grad_scale·onehot, then dW_s += G_sᵀ·h and
 /// a group's partial dh += G_s·W_s, reading G_s from cache. The logits are read
 /// back from memory once, instead of the four passes of a separate softmax.
-/// One exp per logit. BLAS calls run single-threaded inside the OpenMP loops.
+/// One exp per logit. The GEMMs run inside OpenMP loops, where the OpenMP
+/// build of OpenBLAS runs them single-threaded (its pthread build would start
+/// its own threads: the model uses the unfused path then).
 template <class T>
 void head_xent_fused(int rows, int64_t V, int d, const T* h, const T* W, const int32_t* labels, T grad_scale,
                      T* logits, T* scratch, double* nll, T* dh, T* dW) {

@@ -8,6 +8,7 @@
 #include <zcode/abi.h>
 #include <zcode/kernels/cross_entropy.h>
 #include <zcode/kernels/gemm.h>
+#include <zcode/kernels/threads.h>
 #include <zcode/kernels/glu.h>
 #include <zcode/kernels/math.h>
 #include <zcode/kernels/norm.h>
@@ -197,7 +198,8 @@ void Model<T>::init_params(uint64_t seed) {
 }
 
 template <class T>
-Model<T>::Model(const Config& cfg, uint64_t init_seed) : cfg_(cfg) {
+Model<T>::Model(const Config& cfg, uint64_t init_seed)
+    : cfg_(cfg), blas_pthread_(zcode::kernels::blas_threading() == "pthread") {
   build_params();
   params_.reset(new T[static_cast<size_t>(n_elems_)]);
   grads_.reset(new T[static_cast<size_t>(n_elems_)]);
@@ -962,7 +964,10 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
       for (int i = 0; i < rows; ++i) ws.nll[r0 + i] = 0;
       continue;
     }
-    if (sampled) {  // labels drawn from each full softmax row: the unfused path
+    // The unfused path: for sampled labels (drawn from each full softmax
+    // row), and with OpenBLAS's pthread build on several threads, whose
+    // sgemm would start its own threads inside our parallel loops.
+    if (sampled || (blas_pthread_ && omp_get_max_threads() > 1)) {
       head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits);
       zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
       zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale),
