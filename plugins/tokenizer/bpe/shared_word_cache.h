@@ -19,13 +19,13 @@ namespace zcode::tok {
 /// Layout: open addressing over `slots` (tag = the word's 64-bit hash, never
 /// 0) and one byte arena of records `[key_len u32][n_ids u32][ids i32...]
 /// [key bytes]`. An insert takes its record from its thread's reserved
-/// block of the arena (Writer), writes it, claims a slot by CAS on the tag and then publishes the record offset
-/// with a release store; a reader that sees the tag but not yet the offset
-/// treats the slot as a miss. When the arena or the entry budget (half the
-/// slots) is used up, insert() returns false and the caller keeps the word in
-/// its private cache instead. Nothing is ever removed, so a returned pointer
-/// stays valid for the cache's lifetime. Memory is reserved up front but
-/// touched only as entries arrive.
+/// block of the arena (Writer), writes it, claims a slot by CAS on the tag
+/// and then publishes the record offset with a release store; a reader that
+/// sees the tag but not yet the offset treats the slot as a miss. When the
+/// arena or the entry budget (half the slots) is used up, insert() returns
+/// false and the caller keeps the word in its private cache instead. Nothing
+/// is ever removed, so a returned pointer stays valid for the cache's
+/// lifetime. Memory is reserved up front but touched only as entries arrive.
 class SharedWordCache {
  public:
   /// `max_entries` words, `arena_bytes` of records (keys and ids).
