@@ -8,11 +8,11 @@
 #include <zcode/abi.h>
 #include <zcode/kernels/cross_entropy.h>
 #include <zcode/kernels/gemm.h>
-#include <zcode/kernels/threads.h>
 #include <zcode/kernels/glu.h>
 #include <zcode/kernels/math.h>
 #include <zcode/kernels/norm.h>
 #include <zcode/kernels/rope.h>
+#include <zcode/kernels/threads.h>
 #include <zcode/sdk/error.h>
 
 #include <omp.h>
