@@ -36,7 +36,10 @@ inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
 /// Fused LM head + softmax cross-entropy + backward for one chunk of rows.
 ///   h      : [rows, d] final hidden states; W: [V, d] head weight (row v = token v).
 ///   labels : [rows] target ids in [0, V), or −1 for rows excluded from the loss.
-///   logits : [rows, V] scratch (row stride V).
+///   logits : rows·V elements of scratch, slice by slice: slice s (vocab
+///            v0 = s·kHeadFusedSlice, n columns) is a contiguous [rows, n]
+///            block at logits + v0·rows, so that a slice's rows share pages
+///            (row stride V put each of its rows on its own page).
 ///   scratch: head_xent_fused_scratch(rows, V, d) elements.
 ///   nll    : [rows] out, logsumexp(z_r) − z_r[label] (nats), 0 for excluded rows.
 ///   dh     : [rows, d] out (overwritten), ∂(grad_scale·Σ nll)/∂h.
@@ -62,31 +65,24 @@ void head_xent_fused(int rows, int64_t V, int d, const T* h, const T* W, const i
   T* ssum = smax + slices * R;       // [slices, rows]: σ_s
   T* zlab = ssum + slices * R;       // [rows]: z[label], kept before e overwrites it
   T* dpart = zlab + R;               // [groups, rows, d]
-  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
-#pragma omp parallel for schedule(static)
+  // Dynamic schedules: a slice's (and a group's) result does not depend on
+  // the thread that computes it, and on a shared machine one core often
+  // runs slower than the other for a while.
+#pragma omp parallel for schedule(dynamic, 1)
   for (int64_t s = 0; s < slices; ++s) {
     const int64_t v0 = s * S;
     const int n = static_cast<int>(std::min(S, V - v0));
-    zcode::kernels::gemm(false, true, rows, n, d, T(1), h, d, W + v0 * d, d, T(0), logits + v0,
-                         static_cast<int>(V));
+    T* Ls = logits + v0 * R;
+    zcode::kernels::gemm(false, true, rows, n, d, T(1), h, d, W + v0 * d, d, T(0), Ls, n);
     for (int64_t r = 0; r < R; ++r) {
-      T* x = logits + r * V + v0;
+      T* x = Ls + r * n;
       const int32_t y = labels[r];
       if (y < 0) continue;
       if (y >= v0 && y < v0 + n) zlab[r] = x[y - v0];
-      T mx = kNegInf;
-#pragma omp simd reduction(max : mx)
-      for (int j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
-      T sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < n; ++j) {
-        const T e = zcode::kernels::kexp(x[j] - mx);
-        x[j] = e;
-        sum += e;
-      }
+      const T mx = zcode::kernels::max_of(x, n);
       smax[s * R + r] = mx;
-      ssum[s * R + r] = sum;
+      ssum[s * R + r] = zcode::kernels::exp_shifted_sum(x, n, mx);
     }
   }
 
@@ -109,15 +105,16 @@ void head_xent_fused(int rows, int64_t V, int d, const T* h, const T* W, const i
   }
 
   const int64_t groups = std::min<int64_t>(kHeadFusedGroups, slices);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 1)
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t s0 = g * slices / groups, s1 = (g + 1) * slices / groups;
     T* part = dpart + g * R * d;
     for (int64_t s = s0; s < s1; ++s) {
       const int64_t v0 = s * S;
       const int n = static_cast<int>(std::min(S, V - v0));
+      T* Ls = logits + v0 * R;
       for (int64_t r = 0; r < R; ++r) {
-        T* x = logits + r * V + v0;
+        T* x = Ls + r * n;
         const int32_t y = labels[r];
         if (y < 0) {
           std::memset(static_cast<void*>(x), 0, sizeof(T) * size_t(n));
@@ -128,9 +125,8 @@ void head_xent_fused(int rows, int64_t V, int d, const T* h, const T* W, const i
         for (int j = 0; j < n; ++j) x[j] *= c;
         if (y >= v0 && y < v0 + n) x[y - v0] -= grad_scale;
       }
-      const T* G = logits + v0;
-      zcode::kernels::gemm(true, false, n, d, rows, T(1), G, static_cast<int>(V), h, d, T(1), dW + v0 * d, d);
-      zcode::kernels::gemm(false, false, rows, d, n, T(1), G, static_cast<int>(V), W + v0 * d, d,
+      zcode::kernels::gemm(true, false, n, d, rows, T(1), Ls, n, h, d, T(1), dW + v0 * d, d);
+      zcode::kernels::gemm(false, false, rows, d, n, T(1), Ls, n, W + v0 * d, d,
                            s == s0 ? T(0) : T(1), part, d);
     }
   }

@@ -266,6 +266,13 @@ struct Model<T>::Workspace {
   int64_t logits_rows = 0;
 
   ~Workspace() { std::free(mem); }
+  /// Rows per LM-head chunk for N rows: at most logits_rows, spread evenly
+  /// over the fewest chunks (2048 rows in chunks of 336 would leave a last
+  /// chunk of 32 rows, whose GEMMs run at a fraction of the peak).
+  int64_t head_chunk_rows(int64_t N) const {
+    const int64_t chunks = (N + logits_rows - 1) / logits_rows;
+    return (N + chunks - 1) / chunks;
+  }
   T* X(int l) { return keep_all ? x[l] : x[l & 1]; }
   Layer& L(int l) { return layer[keep_all ? l : 0]; }
 
@@ -955,8 +962,9 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   T* GW = head_grad();
   const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
   std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
-  for (int64_t r0 = 0; r0 < N; r0 += ws.logits_rows) {
-    const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, N - r0));
+  const int64_t chunk = ws.head_chunk_rows(N);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
     bool any = false;
     for (int i = 0; i < rows; ++i) any |= ws.labels[r0 + i] >= 0;
     if (!any) {
@@ -1028,8 +1036,9 @@ void Model<T>::forward_logprobs(const BatchView& b, float* out, int32_t* argmax)
   forward(ws, b, false, nullptr);
   const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
   std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
-  for (int64_t r0 = 0; r0 < N; r0 += ws.logits_rows) {
-    const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, N - r0));
+  const int64_t chunk = ws.head_chunk_rows(N);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
     head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
     if (argmax) {  // before softmax_xent, which overwrites the logits; ties: lowest id
       for (int r = 0; r < rows; ++r) {
@@ -1061,8 +1070,9 @@ void Model<T>::forward_logits(const int32_t* tokens, int n, float* out) {
   const int64_t d = cfg_.d_model, V = cfg_.vocab_size;
   forward(ws, b, true, nullptr);
   const T* hf = cfg_.residual == Residual::kDeepNorm ? ws.X(cfg_.n_layers) : ws.hf;
-  for (int64_t r0 = 0; r0 < n; r0 += ws.logits_rows) {
-    const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, n - r0));
+  const int64_t chunk = ws.head_chunk_rows(n);
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int rows = static_cast<int>(std::min<int64_t>(chunk, n - r0));
     head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
     for (int64_t i = 0; i < rows * V; ++i) out[r0 * V + i] = static_cast<float>(ws.logits[i]);
   }
@@ -1158,8 +1168,9 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
     hf = ws.L(0).r1;
   }
   const int64_t V = c.vocab_size;
-  for (int64_t r0 = 0; r0 < N; r0 += ws.logits_rows) {
-    const int rows = static_cast<int>(std::min<int64_t>(ws.logits_rows, N - r0));
+  const int64_t chunk = ws.head_chunk_rows(N);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
     head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
     for (int64_t i = 0; i < rows * V; ++i) out_logits[r0 * V + i] = static_cast<float>(ws.logits[i]);
   }
