@@ -69,11 +69,11 @@ inline T exp_shifted_sum(T* x, int n, T shift) {
 
 #if defined(__AVX512F__)
 /// AVX-512 float version: fast_exp's reduction and polynomial, with the
-/// scaling by 2^n done by vscalefps (which also takes care of the clamp:
-/// 2^n underflows to 0 for very negative arguments instead of stopping at
-/// exp(−87.3)). GCC's vectorisation of the generic loop spends about a
-/// third more instructions per element on the clamp and the integer
-/// exponent; this loop runs over every logit of the LM head.
+/// scaling by 2^n done by vscalefps, which replaces the clamp, the
+/// float-to-int conversion and the exponent shift of the generic loop (and
+/// underflows to 0 for very negative arguments instead of stopping at
+/// exp(−87.3)). It runs over every logit of the LM head; in `perf` of the
+/// fused head, the max-and-exp pass went from ~6 % to ~5 % of its time.
 template <>
 inline float exp_shifted_sum<float>(float* x, int n, float shift) {
   const __m512 sh = _mm512_set1_ps(shift), log2e = _mm512_set1_ps(1.44269504088896341f),
