@@ -43,17 +43,10 @@ void softmax_xent(T* logits, int64_t rows, int64_t V, int64_t ld, int32_t* label
       continue;
     }
     const T x_label = x[y];  // kept: the row is overwritten by its exponentials
-    T mx = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < V; ++j) mx = x[j] > mx ? x[j] : mx;
+    const T mx = max_of(x, V);
     T sum = 0;
     if (want_grad || sampling.enabled) {
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < V; ++j) {
-        T e = kexp(x[j] - mx);
-        x[j] = e;
-        sum += e;
-      }
+      sum = exp_shifted_sum(x, V, mx);
     } else {
 #pragma omp simd reduction(+ : sum)
       for (int64_t j = 0; j < V; ++j) sum += kexp(x[j] - mx);

@@ -46,20 +46,20 @@ inline double kexp(double x) { return std::exp(x); }
 
 /// max_j x[j] over x[0, n), n ≥ 1 (−inf for n = 0).
 template <class T>
-inline T max_of(const T* x, int n) {
+inline T max_of(const T* x, int64_t n) {
   T mx = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (int j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+  for (int64_t j = 0; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
   return mx;
 }
 
 /// x[j] ← exp(x[j] − shift) in place for j in [0, n); returns Σ_j of the
 /// new x[j] (the softmax denominator when shift = max x). kexp's accuracy.
 template <class T>
-inline T exp_shifted_sum(T* x, int n, T shift) {
+inline T exp_shifted_sum(T* x, int64_t n, T shift) {
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < n; ++j) {
+  for (int64_t j = 0; j < n; ++j) {
     const T e = kexp(x[j] - shift);
     x[j] = e;
     sum += e;
@@ -75,7 +75,7 @@ inline T exp_shifted_sum(T* x, int n, T shift) {
 /// exp(−87.3)). It runs over every logit of the LM head; in `perf` of the
 /// fused head, the max-and-exp pass went from ~6 % to ~5 % of its time.
 template <>
-inline float exp_shifted_sum<float>(float* x, int n, float shift) {
+inline float exp_shifted_sum<float>(float* x, int64_t n, float shift) {
   const __m512 sh = _mm512_set1_ps(shift), log2e = _mm512_set1_ps(1.44269504088896341f),
                ln2_hi = _mm512_set1_ps(0.693359375f), ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
   auto exp16 = [&](__m512 v) {
@@ -94,7 +94,7 @@ inline float exp_shifted_sum<float>(float* x, int n, float shift) {
     return _mm512_mask_scalef_ps(p, 0xFFFF, p, k);
   };
   __m512 acc = _mm512_setzero_ps();
-  int j = 0;
+  int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
     const __m512 e = exp16(_mm512_loadu_ps(x + j));
     _mm512_storeu_ps(x + j, e);
