@@ -175,9 +175,11 @@ TEST(GradCheck, SoftmaxCrossEntropy) {
 
 /// The fused LM head (glm52/lm_head.h): nll against a long-double
 /// log-sum-exp of h·Wᵀ computed here, and dh, dW against central differences
-/// of grad_scale·Σ nll. V spans several 1024-column slices with a partial last
-/// one; rows include an excluded one (label −1) and labels in the first and
-/// last slices.
+/// of grad_scale·Σ nll. V spans several kHeadFusedSlice-column slices with a
+/// partial last one; rows include an excluded one (label −1) and labels in the
+/// first and last slices. The variant that a chunk after the first runs
+/// (logits memory handed over zeroed, and zeroed again for the next chunk)
+/// must give the same bits and leave the logits memory all zeros.
 void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels) {
   Vec h = randn(size_t(rows) * d, 21, 0.8), W = randn(size_t(V) * d, 22, 0.5);
   const double scale = 0.29;
@@ -201,6 +203,16 @@ void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels) {
   Vec dh, dW;
   std::vector<double> nll;
   run(dh, dW, nll);
+  {
+    Vec logits(size_t(rows) * V, 0.0), scr(scratch), dh2(size_t(rows) * d, 0.0), dW2(size_t(V) * d, 0.0);
+    std::vector<double> nll2(rows, -1.0);
+    glm52::head_xent_fused<double>(rows, V, d, h.data(), W.data(), labels.data(), scale, logits.data(), scr.data(),
+                                   nll2.data(), dh2.data(), dW2.data(), /*logits_zero=*/true, /*leave_zero=*/true);
+    EXPECT_EQ(nll2, nll);
+    EXPECT_EQ(dh2, dh);
+    EXPECT_EQ(dW2, dW);
+    EXPECT_EQ(std::count(logits.begin(), logits.end(), 0.0), static_cast<std::ptrdiff_t>(logits.size()));
+  }
   for (int r = 0; r < rows; ++r) {
     if (labels[r] < 0) {
       EXPECT_EQ(nll[r], 0.0) << "row " << r;
@@ -223,12 +235,13 @@ void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels) {
   expect_grad(W, dW, loss, "fused head dW", [&](size_t i) {
     const size_t v = i / size_t(d);
     const bool label = std::find(labels.begin(), labels.end(), static_cast<int32_t>(v)) != labels.end();
-    return label || v % 1024 == 0 || v % 1024 == 1023 || v + 1 == size_t(V) || v % 97 == 0;
+    const size_t S = glm52::kHeadFusedSlice;
+    return label || v % S == 0 || v % S == S - 1 || v + 1 == size_t(V) || v % 97 == 0;
   });
 }
 
 TEST(GradCheck, FusedLmHeadOneSlice) { fused_head_case(4, 300, 5, {299, 0, -1, 150}); }
-TEST(GradCheck, FusedLmHeadThreeSlices) { fused_head_case(5, 2600, 6, {7, -1, 2599, 1024, 1500}); }
+TEST(GradCheck, FusedLmHeadSeveralSlices) { fused_head_case(5, 2600, 6, {7, -1, 2599, 1024, 1500}); }
 // More slices than kHeadFusedGroups: groups of several slices each.
 TEST(GradCheck, FusedLmHeadManySlices) { fused_head_case(3, 9 * 1024 + 5, 3, {9220, 0, -1}); }
 
