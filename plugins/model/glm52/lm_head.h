@@ -17,7 +17,7 @@
 namespace glm52 {
 
 /// Vocab columns per slice of the fused head. A slice of the dense
-/// benchmark's 293-row chunk is 0.6 MiB, so it stays in the 2 MiB L2 of its
+/// benchmark's 342-row chunk is 0.7 MiB, so it stays in the 2 MiB L2 of its
 /// core together with OpenBLAS's packed W slice (0.5 MiB) and h (0.3 MiB)
 /// until the row maxima and exponentials have read it. Measured in paired
 /// training steps (dense benchmark, 2 threads, 2026-11-30): 512 columns
@@ -27,7 +27,20 @@ inline constexpr int kHeadFusedSlice = 512;
 /// and groups in order, so the result does not depend on the thread count.
 /// Pass 2 uses at most this many threads; the partials cost
 /// kHeadFusedGroups·rows·d elements of the chunk's memory.
-inline constexpr int kHeadFusedGroups = 8;
+inline constexpr int kHeadFusedGroups = 12;
+
+/// First slice of group g of `groups` over `slices` slices. Group sizes
+/// shrink linearly (group g gets a share ∝ groups − g), so the groups handed
+/// out last by the dynamic schedule are small and the two cores finish pass 2
+/// together even when one runs slower. Measured in the dense benchmark
+/// (2026-11-30): the idle time of the faster thread in pass 2 fell from
+/// 35-60 ms to 11-12 ms a step against 8 equal groups. Depends on the counts
+/// only, so the summation order is fixed. Groups may be empty when slices <
+/// groups; group 0 never is.
+inline int64_t head_group_begin(int64_t g, int64_t groups, int64_t slices) {
+  const int64_t left = groups - g;
+  return slices - slices * left * (left + 1) / (groups * (groups + 1));
+}
 
 /// Scratch of head_xent_fused, in elements of T, for a chunk of `rows` rows.
 inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
@@ -115,7 +128,7 @@ void head_xent_fused(int rows, int64_t V, int d, const T* h, const T* W, const i
   const int64_t groups = std::min<int64_t>(kHeadFusedGroups, slices);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t g = 0; g < groups; ++g) {
-    const int64_t s0 = g * slices / groups, s1 = (g + 1) * slices / groups;
+    const int64_t s0 = head_group_begin(g, groups, slices), s1 = head_group_begin(g + 1, groups, slices);
     T* part = dpart + g * R * d;
     for (int64_t s = s0; s < s1; ++s) {
       const int64_t v0 = s * S;
@@ -145,6 +158,7 @@ void head_xent_fused(int rows, int64_t V, int d, const T* h, const T* W, const i
     T* out = dh + r * d;
     std::memcpy(static_cast<void*>(out), dpart + r * d, sizeof(T) * size_t(d));
     for (int64_t g = 1; g < groups; ++g) {
+      if (head_group_begin(g, groups, slices) == head_group_begin(g + 1, groups, slices)) continue;
       const T* p = dpart + (g * R + r) * d;
 #pragma omp simd
       for (int i = 0; i < d; ++i) out[i] += p[i];

