@@ -22,6 +22,7 @@
 #include <zcode/kernels/gemm.h>
 #include <zcode/kernels/threads.h>
 
+#include <malloc.h>
 #include <omp.h>
 #include <unistd.h>
 #include <rapidjson/document.h>
@@ -68,7 +69,12 @@ double peak_rss_mb() {
     if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
   return 0;
 }
+/// Resets VmHWM to the current RSS. Free heap memory that glibc kept from
+/// the previous config's model (a dense round after a MoE one measured
+/// 521 MiB instead of 472 without this) goes back to the OS first, so each
+/// measurement sees only its own model.
 void reset_peak_rss() {
+  malloc_trim(0);
   std::ofstream f("/proc/self/clear_refs");
   f << "5";
 }
@@ -358,8 +364,11 @@ int main(int argc, char** argv) {
     const Round& r0 = s.rounds[0];
     ok = ok && r0.f.ok;
     if (!r0.f.ok) continue;
-    std::printf("%-5s: peak RSS / analytic %.2f (round 1; target <= 1.25); zcode RSS / pytorch tuned RSS %.2f\n",
-                s.name, r0.f.peak_rss_mb / r0.f.analytic_mb, ratio(r0.f.peak_rss_mb, r0.tuned.rss_mb));
+    double rss_max = 0;  // the worst round: each measures its own model (reset_peak_rss)
+    for (const Round& r : s.rounds) rss_max = std::max(rss_max, r.f.peak_rss_mb / r.f.analytic_mb);
+    std::printf("%-5s: peak RSS / analytic %.2f (highest of the rounds; target <= 1.25); zcode RSS / pytorch tuned "
+                "RSS %.2f (round 1)\n",
+                s.name, rss_max, ratio(r0.f.peak_rss_mb, r0.tuned.rss_mb));
     std::printf("%-5s: model FLOP rate / sgemm 2048^3 run right after each step: train %s (target >= 0.80)\n",
                 s.name, over_rounds(s, [](const Round& r) { return r.f.paired_peak_ratio; }).c_str());
     if (r0.peak > 0)
