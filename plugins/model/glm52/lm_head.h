@@ -153,12 +153,15 @@ void head_xent_fused(int rows, int64_t V, int d, const T* h, const T* W, const i
     }
   }
 
+  bool empty[kHeadFusedGroups];  // a group without slices never wrote its partial
+  for (int64_t g = 0; g < groups; ++g)
+    empty[g] = head_group_begin(g, groups, slices) == head_group_begin(g + 1, groups, slices);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < R; ++r) {
     T* out = dh + r * d;
     std::memcpy(static_cast<void*>(out), dpart + r * d, sizeof(T) * size_t(d));
     for (int64_t g = 1; g < groups; ++g) {
-      if (head_group_begin(g, groups, slices) == head_group_begin(g + 1, groups, slices)) continue;
+      if (empty[g]) continue;
       const T* p = dpart + (g * R + r) * d;
 #pragma omp simd
       for (int i = 0; i < d; ++i) out[i] += p[i];
