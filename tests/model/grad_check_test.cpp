@@ -184,13 +184,16 @@ void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels) {
   Vec h = randn(size_t(rows) * d, 21, 0.8), W = randn(size_t(V) * d, 22, 0.5);
   const double scale = 0.29;
   const size_t scratch = static_cast<size_t>(glm52::head_xent_fused_scratch(rows, V, d));
-  auto run = [&](Vec& dh, Vec& dW, std::vector<double>& nll) {
-    Vec logits(size_t(rows) * V), scr(scratch);
+  // handover: the logits memory arrives zeroed and is zeroed again for the
+  // next chunk (logits_zero, leave_zero); returns that memory afterwards.
+  auto run = [&](Vec& dh, Vec& dW, std::vector<double>& nll, bool handover = false) {
+    Vec logits(size_t(rows) * V, handover ? 0.0 : 7.0), scr(scratch);
     dh.assign(size_t(rows) * d, 0.0);
     dW.assign(size_t(V) * d, 0.0);
     nll.assign(rows, -1.0);
     glm52::head_xent_fused<double>(rows, V, d, h.data(), W.data(), labels.data(), scale, logits.data(), scr.data(),
-                                   nll.data(), dh.data(), dW.data());
+                                   nll.data(), dh.data(), dW.data(), handover, handover);
+    return logits;
   };
   auto loss = [&] {
     Vec dh, dW;
@@ -204,10 +207,9 @@ void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels) {
   std::vector<double> nll;
   run(dh, dW, nll);
   {
-    Vec logits(size_t(rows) * V, 0.0), scr(scratch), dh2(size_t(rows) * d, 0.0), dW2(size_t(V) * d, 0.0);
-    std::vector<double> nll2(rows, -1.0);
-    glm52::head_xent_fused<double>(rows, V, d, h.data(), W.data(), labels.data(), scale, logits.data(), scr.data(),
-                                   nll2.data(), dh2.data(), dW2.data(), /*logits_zero=*/true, /*leave_zero=*/true);
+    Vec dh2, dW2;
+    std::vector<double> nll2;
+    const Vec logits = run(dh2, dW2, nll2, /*handover=*/true);
     EXPECT_EQ(nll2, nll);
     EXPECT_EQ(dh2, dh);
     EXPECT_EQ(dW2, dW);

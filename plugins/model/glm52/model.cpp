@@ -41,7 +41,7 @@ namespace {
 /// mean fewer re-packs of W by OpenBLAS: in the dense benchmark (2048 rows)
 /// this gives six chunks of 342 rows, measured 2.1-2.3 % faster per training
 /// step than seven of 293 in paired steps (2026-11-30), for 10 MiB more peak
-/// RSS (1.22x the analytic need; five chunks would pass the 1.25x budget).
+/// RSS (1.23x the analytic need; five chunks would pass the 1.25x budget).
 constexpr int64_t kLogitsChunkElems = int64_t{29} << 19;
 
 /// The LM head's GEMMs run over vocab slices of this many rows of W. One
@@ -986,7 +986,6 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
     // row), and with OpenBLAS's pthread build on several threads, whose
     // sgemm would start its own threads inside our parallel loops.
     if (sampled || (blas_pthread_ && omp_get_max_threads() > 1)) {
-      logits_zero = false;
       head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits);
       zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
       zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale),
