@@ -967,36 +967,28 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
   std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
   const int64_t chunk = ws.head_chunk_rows(N);
-  // Chunks after the first find the logits memory zeroed by the previous one
-  // (pass 2 zeroes each slice while it is in cache), so their logits GEMMs
-  // accumulate (beta 1) and OpenBLAS skips its zero-fill of C: 1-2 % of a
-  // dense step, measured in paired steps (2026-11-30). Results are the same
-  // bits: 0 + x = x.
-  bool logits_zero = false;
-  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-    const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
-    bool any = false;
-    for (int i = 0; i < rows; ++i) any |= ws.labels[r0 + i] >= 0;
-    if (!any) {
-      std::memset(static_cast<void*>(ws.gx + r0 * d), 0, sizeof(T) * size_t(rows * d));
-      for (int i = 0; i < rows; ++i) ws.nll[r0 + i] = 0;
-      continue;
-    }
+  if (sampled || (blas_pthread_ && omp_get_max_threads() > 1)) {
     // The unfused path: for sampled labels (drawn from each full softmax
     // row), and with OpenBLAS's pthread build on several threads, whose
     // sgemm would start its own threads inside our parallel loops.
-    if (sampled || (blas_pthread_ && omp_get_max_threads() > 1)) {
+    for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+      const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
+      bool any = false;
+      for (int i = 0; i < rows; ++i) any |= ws.labels[r0 + i] >= 0;
+      if (!any) {
+        std::memset(static_cast<void*>(ws.gx + r0 * d), 0, sizeof(T) * size_t(rows * d));
+        for (int i = 0; i < rows; ++i) ws.nll[r0 + i] = 0;
+        continue;
+      }
       head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits);
       zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
       zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale),
                                    true, smp);
       head_bwd<T>(rows, V, static_cast<int>(d), ws.logits, hf + r0 * d, W, ws.gx + r0 * d, GW);
-    } else {
-      const bool leave_zero = r0 + rows < N;  // the last chunk's memory goes back to the blocks' scratch
-      head_xent_fused<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.labels + r0, static_cast<T>(grad_scale),
-                         ws.logits, ws.head_scratch, ws.nll + r0, ws.gx + r0 * d, GW, logits_zero, leave_zero);
-      logits_zero = leave_zero;
     }
+  } else {
+    head_xent_fused<T>(N, chunk, V, static_cast<int>(d), hf, W, ws.labels, static_cast<T>(grad_scale), ws.logits,
+                       ws.head_scratch, ws.nll, ws.gx, GW);
   }
   double ce = 0;
   for (int64_t n = 0; n < N; ++n) ce += ws.nll[n];
