@@ -10,6 +10,7 @@
 #include <zcode/kernels/gemm.h>
 #include <zcode/kernels/glu.h>
 #include <zcode/kernels/math.h>
+#include <zcode/kernels/memory.h>
 #include <zcode/kernels/norm.h>
 #include <zcode/kernels/rope.h>
 #include <zcode/kernels/threads.h>
@@ -205,8 +206,12 @@ template <class T>
 Model<T>::Model(const Config& cfg, uint64_t init_seed)
     : cfg_(cfg), blas_pthread_(zcode::kernels::blas_threading() == "pthread") {
   build_params();
-  params_.reset(new T[static_cast<size_t>(n_elems_)]);
-  grads_.reset(new T[static_cast<size_t>(n_elems_)]);
+  const size_t bytes = sizeof(T) * static_cast<size_t>(n_elems_);
+  params_.reset(static_cast<T*>(zcode::kernels::alloc_large(bytes)));
+  grads_.reset(static_cast<T*>(zcode::kernels::alloc_large(bytes)));
+  if (!params_ || !grads_)
+    throw Error(ZC_ERR_OUT_OF_MEMORY, "glm52: cannot allocate 2 x " + std::to_string(bytes >> 20) +
+                                          " MiB of parameters and gradients");
   init_params(init_seed);
   zero_grad();
 }
@@ -269,7 +274,7 @@ struct Model<T>::Workspace {
   int32_t *labels = nullptr, *pos = nullptr;
   int64_t logits_rows = 0;
 
-  ~Workspace() { std::free(mem); }
+  ~Workspace() { zcode::kernels::free_large(mem); }
   /// Rows per LM-head chunk for N rows: at most logits_rows, spread evenly
   /// over the fewest chunks (2048 rows in chunks of 336 would leave a last
   /// chunk of 32 rows, whose GEMMs run at a fraction of the peak).
@@ -383,7 +388,7 @@ typename Model<T>::Workspace& Model<T>::ensure_workspace(int B, int Tn) {
   ws_.reset();  // release first: peak memory stays one workspace
   auto ws = std::make_unique<Workspace>();
   ws->plan(cfg_, nb, nt, true, th, nullptr);
-  ws->mem = static_cast<std::byte*>(std::aligned_alloc(64, ws->bytes));
+  ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(ws->bytes));
   if (!ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "glm52: cannot allocate a " + std::to_string(ws->bytes >> 20) +
                                                        " MiB activation workspace");
   ws->plan(cfg_, nb, nt, true, th, ws->mem);
@@ -1103,7 +1108,7 @@ typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len)
   s->prow.assign(size_t(s->threads) * max_len, T(0));
   s->ws = std::make_unique<Workspace>();
   s->ws->plan(c, batch, 1, false, s->threads, nullptr);
-  s->ws->mem = static_cast<std::byte*>(std::aligned_alloc(64, s->ws->bytes));
+  s->ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(s->ws->bytes));
   if (!s->ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_begin: out of memory");
   s->ws->plan(c, batch, 1, false, s->threads, s->ws->mem);
   return s.release();

@@ -9,6 +9,8 @@
 
 #include "config.h"
 
+#include <zcode/kernels/memory.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -120,7 +122,7 @@ class Model {
   std::vector<LayerOffsets> layers_;
   int64_t off_embed_ = 0, off_head_ = -1, off_norm_f_ = -1;
   int64_t n_elems_ = 0;
-  std::unique_ptr<T[]> params_, grads_;
+  std::unique_ptr<T[], zcode::kernels::LargeDeleter> params_, grads_;  // huge-page backed
   std::unique_ptr<Workspace> ws_;
   int acts_B_ = 0, acts_T_ = 0;  // shape of the last forward_backward; 0 once the workspace is reused
   bool blas_pthread_ = false;    // OpenBLAS is its pthread build (see forward_backward's LM head)
