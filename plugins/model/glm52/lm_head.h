@@ -79,13 +79,14 @@ inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
 /// cache. W is read C+1 times per call instead of 2C, and the logits need no
 /// zeroing between chunks. The per-slice tables serve both chunks too: pass 2
 /// reads slice s's coefficients just before pass 1, on the same thread,
-/// overwrites them with the next chunk's maxima and sums. Measured in paired training steps (2026-11-30,
-/// dense and MoE benchmarks, 2 threads): 1-2 % a step against one chunk at a
-/// time, same bits.
+/// overwrites them with the next chunk's maxima and sums. Measured in paired
+/// training steps (2026-11-30, dense and MoE benchmarks, 2 threads): 1-2 % a
+/// step against one chunk at a time, same bits.
 ///
-/// Slices (pass 1) and groups of slices (pass 2, kHeadFusedGroups partials
-/// summed in order) are handed out dynamically, but a result never depends on
-/// the thread that computes it: the same bits for any thread count. Chunks
+/// The sweeps hand out the kHeadFusedGroups groups of slices dynamically, but
+/// a result never depends on the thread that computes it (a group's partial
+/// dh sums its slices in order, and the groups are summed in order): the same
+/// bits for any thread count. Chunks
 /// without a label are skipped (nll 0, dh 0). The GEMMs run inside OpenMP
 /// loops, where the OpenMP build of OpenBLAS runs them single-threaded (its
 /// pthread build would start its own threads: the model uses the unfused
