@@ -42,6 +42,18 @@ inline int64_t head_group_begin(int64_t g, int64_t groups, int64_t slices) {
   return slices - slices * left * (left + 1) / (groups * (groups + 1));
 }
 
+/// A chunk of `rows` rows (labels [rows], −1 = excluded) with no label left:
+/// writes its nll [rows] = 0 and dh [rows, d] = 0 and returns true, so the
+/// caller skips the chunk's GEMMs; returns false (writing nothing) otherwise.
+template <class T>
+bool skip_unlabelled_chunk(int64_t rows, int d, const int32_t* labels, double* nll, T* dh) {
+  for (int64_t i = 0; i < rows; ++i)
+    if (labels[i] >= 0) return false;
+  std::memset(static_cast<void*>(dh), 0, sizeof(T) * size_t(rows) * size_t(d));
+  for (int64_t i = 0; i < rows; ++i) nll[i] = 0.0;
+  return true;
+}
+
 /// Scratch of head_xent_fused, in elements of T, for chunks of `rows` rows.
 inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
   const int64_t slices = (V + kHeadFusedSlice - 1) / kHeadFusedSlice;
@@ -193,13 +205,7 @@ void head_xent_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, con
   Chunk done;  // the chunk whose pass 1 and merge are finished
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int rows = static_cast<int>(std::min<int64_t>(R, N - r0));
-    bool any = false;
-    for (int i = 0; i < rows; ++i) any |= labels[r0 + i] >= 0;
-    if (!any) {
-      std::memset(static_cast<void*>(dh + r0 * d), 0, sizeof(T) * size_t(rows) * size_t(d));
-      for (int i = 0; i < rows; ++i) nll[r0 + i] = 0.0;
-      continue;
-    }
+    if (skip_unlabelled_chunk(rows, d, labels + r0, nll + r0, dh + r0 * d)) continue;
     const Chunk next{r0, rows};
     sweep(done.r0 >= 0 ? &done : nullptr, &next);
     if (done.r0 >= 0) reduce(done);

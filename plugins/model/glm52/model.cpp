@@ -42,7 +42,8 @@ namespace {
 /// mean fewer re-packs of W by OpenBLAS: in the dense benchmark (2048 rows)
 /// this gives six chunks of 342 rows, measured 2.1-2.3 % faster per training
 /// step than seven of 293 in paired steps (2026-11-30), for 10 MiB more peak
-/// RSS (1.23x the analytic need; five chunks would pass the 1.25x budget).
+/// RSS (1.24x the analytic need with huge pages; five chunks would pass the
+/// 1.25x budget).
 constexpr int64_t kLogitsChunkElems = int64_t{29} << 19;
 
 /// The LM head's GEMMs run over vocab slices of this many rows of W. One
@@ -978,13 +979,7 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
     // sgemm would start its own threads inside our parallel loops.
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
       const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
-      bool any = false;
-      for (int i = 0; i < rows; ++i) any |= ws.labels[r0 + i] >= 0;
-      if (!any) {
-        std::memset(static_cast<void*>(ws.gx + r0 * d), 0, sizeof(T) * size_t(rows * d));
-        for (int i = 0; i < rows; ++i) ws.nll[r0 + i] = 0;
-        continue;
-      }
+      if (skip_unlabelled_chunk(rows, static_cast<int>(d), ws.labels + r0, ws.nll + r0, ws.gx + r0 * d)) continue;
       head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits);
       zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
       zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale),
