@@ -131,7 +131,8 @@ class PluginTest : public ::testing::Test {
 
 const char* kOpts = R"({"type": "GLM5pt2", "vocab_size": 200, "d_model": 16, "n_layers": 2, "n_heads": 4,
   "n_kv_heads": 2, "head_dim": 4, "ffn_hidden": 24, "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 8,
-  "moe_shared_experts": 1, "first_dense_layers": 1, "capacity_factor": 1.25, "max_seq_len": 32})";
+  "moe_shared_experts": 1, "first_dense_layers": 1, "capacity_factor": 1.25, "max_seq_len": 32,
+  "eval_capacity_factor": 1.25})";  // log-probs with training's drops: they must sum to its ce_loss
 
 TEST_F(PluginTest, ParamsCarrySpecNamesShapesAndFlags) {
   void* m = create(kOpts);
