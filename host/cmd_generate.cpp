@@ -39,7 +39,8 @@ int cmd_generate(const std::vector<std::string>& args) {
   };
   po::options_description d("options");
   d.add_options()
-      ("checkpoint", po::value(&c.checkpoint)->required(), "checkpoint: a step folder (.../checkpoints/step_N), .../checkpoints/latest, a checkpoints/ or run folder, "
+      ("checkpoint", po::value(&c.checkpoint)->required(),
+       "checkpoint: a step folder (.../checkpoints/step_N), .../checkpoints/latest, a checkpoints/ or run folder, "
        "or 'latest' (with --config)")
       ("config,c", po::value(&c.config_path), "config (default: the one stored in the checkpoint)")
       ("set", po::value<std::vector<std::string>>(&c.sets)->composing(), "override a config field (repeatable)")

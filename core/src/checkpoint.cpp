@@ -205,7 +205,8 @@ std::vector<fs::path> remove_stale_temp_folders(const fs::path& root) {
   std::sort(stale.begin(), stale.end());
   for (const auto& p : stale) {
     fs::remove_all(p, ec);
-    if (ec) throw CheckpointError(p.string() + ": cannot remove a half-written checkpoint folder (" + ec.message() + ")");
+    if (ec)
+      throw CheckpointError(p.string() + ": cannot remove a half-written checkpoint folder (" + ec.message() + ")");
     removed.push_back(p);
   }
   return removed;
@@ -270,7 +271,8 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
     return model_only && (fname == "optimizer.safetensors" || fname == "extra.safetensors");
   };
   for (const char* req : {"model.safetensors", "optimizer.safetensors", "state.json"})
-    if (!skipped(req) && !sums.count(req)) throw CheckpointError((dir / "SHA256SUMS").string() + ": no entry for " + req);
+    if (!skipped(req) && !sums.count(req))
+      throw CheckpointError((dir / "SHA256SUMS").string() + ": no entry for " + req);
   std::map<std::string, std::vector<uint8_t>> bytes;
   for (const auto& [fname, hash] : sums) {
     if (std::find(std::begin(kFiles), std::end(kFiles), fname) == std::end(kFiles))
@@ -309,7 +311,8 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   try {
     out.model = std::make_unique<st::Reader>(bytes["model.safetensors"], (dir / "model.safetensors").string());
     if (!model_only)
-      out.optimizer = std::make_unique<st::Reader>(bytes["optimizer.safetensors"], (dir / "optimizer.safetensors").string());
+      out.optimizer =
+          std::make_unique<st::Reader>(bytes["optimizer.safetensors"], (dir / "optimizer.safetensors").string());
     if (bytes.count("extra.safetensors"))
       out.extra = std::make_unique<st::Reader>(bytes["extra.safetensors"], (dir / "extra.safetensors").string());
   } catch (const zcode::sdk::Error& e) {

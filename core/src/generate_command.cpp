@@ -69,7 +69,8 @@ void check_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
   };
   only(c.temperature.has_value(), "--temperature", {"sample"}, "sampling temperature");
   only(c.top_p.has_value(), "--top-p", {"sample"}, "nucleus sampling");
-  only(c.top_k.has_value(), "--top-k", {"sample", "contrastive"}, "sampling: the k most likely tokens; contrastive: candidates");
+  only(c.top_k.has_value(), "--top-k", {"sample", "contrastive"},
+       "sampling: the k most likely tokens; contrastive: candidates");
   only(c.num_beams.has_value(), "--num-beams", {"beam"}, "beam width");
   only(c.length_penalty.has_value(), "--length-penalty", {"beam"}, "beam score / length^length_penalty");
   only(c.penalty_alpha.has_value(), "--penalty-alpha", {"contrastive"}, "degeneration penalty");
