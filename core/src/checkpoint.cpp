@@ -323,7 +323,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
 
 std::string stored_config_json(const LoadedCheckpoint& ck) {
   rapidjson::Document st;
-  st.Parse(ck.state_json.c_str());
+  st.Parse<rapidjson::kParseFullPrecisionFlag>(ck.state_json.c_str());  // floats round-trip exactly
   if (st.HasParseError() || !st.IsObject() || !st.HasMember("config") || !st["config"].IsObject())
     throw CheckpointError((ck.dir / "state.json").string() + ": no \"config\" object; pass --config");
   rapidjson::StringBuffer sb;
