@@ -48,9 +48,9 @@ std::optional<int> parse_args(const std::string& cmd, const std::vector<std::str
 }
 
 std::optional<int> load_and_validate(const std::string& path, const std::vector<std::string>& sets,
-                                     const PluginFlags& flags, ValidatedConfig& out) {
+                                     const PluginFlags& flags, ValidatedConfig& out, const std::string* text) {
   try {
-    out.config = HarnessConfig::from_file(path);
+    out.config = text ? HarnessConfig::from_string(*text, path) : HarnessConfig::from_file(path);
     if (!sets.empty()) out.config.apply_overrides(sets);
     // Host-owned fields first: plugin_path must be valid before it is used
     // to find the plugins whose schemas validate the rest.

@@ -54,9 +54,11 @@ struct ValidatedConfig {
 /// returns kUsageError; never throws for bad config content. Relative
 /// entries of the config's plugin_path are relative to the working
 /// directory (as data paths are). Sets the console log level from
-/// logging.console_log_level.
+/// logging.console_log_level. With `text` (the config stored in a
+/// checkpoint), that text is loaded instead of a file and `path` names it.
 std::optional<int> load_and_validate(const std::string& path, const std::vector<std::string>& sets,
-                                     const PluginFlags& flags, ValidatedConfig& out);
+                                     const PluginFlags& flags, ValidatedConfig& out,
+                                     const std::string* text = nullptr);
 
 /// Inside a catch block: prints the current exception as one `[ERROR]`
 /// line and returns its exit code (config/plugin-name errors 2, others 1).

@@ -5,6 +5,7 @@
 
 #include <zcode/core/log.h>
 
+#include <zcode/core/checkpoint.h>
 #include <zcode/core/engine.h>
 
 #include <iostream>
@@ -83,16 +84,19 @@ int cmd_train(const std::vector<std::string>& args) {
 }
 
 int cmd_evaluate(const std::vector<std::string>& args) {
-  const CommandHelp help{"zcode-host evaluate --config C --checkpoint P --split val|train [--out metrics.json]",
-                         "Evaluate a checkpoint with the config's evaluators, data loader and tokenizer; no training.",
-                         "  zcode-host evaluate --config config.yaml --checkpoint "
-                         "outputs/glm5pt2_hello/checkpoints/step_500 --split val --out val.json"};
+  const CommandHelp help{"zcode-host evaluate [--config C] --checkpoint P --split val|train [--out metrics.json]",
+                         "Evaluate a checkpoint with the config's evaluators, data loader and tokenizer; no training. "
+                         "Without --config, the config stored in the checkpoint is used.",
+                         "  zcode-host evaluate --checkpoint outputs/glm5pt2_hello/checkpoints/latest --split val "
+                         "--out val.json"};
   RunFlags f;
   std::string checkpoint, split, out;
   po::options_description d("options");
   d.add_options()
-      ("config,c", po::value(&f.config)->required(), "experiment config (YAML or JSON)")
-      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint folder (.../step_N) or 'latest'")
+      ("config,c", po::value(&f.config), "experiment config (YAML or JSON; default: the one stored in the checkpoint)")
+      ("checkpoint", po::value(&checkpoint)->required(),
+       "checkpoint: a step folder (.../checkpoints/step_N), .../checkpoints/latest, a checkpoints/ or run folder, "
+       "or 'latest' (with --config)")
       ("split", po::value(&split)->default_value("val"), "val or train")
       ("out", po::value(&out), "also write the metrics as JSON to this file")
       ("set", po::value<std::vector<std::string>>(&f.sets)->composing(), "override a config field (repeatable)");
@@ -105,7 +109,20 @@ int cmd_evaluate(const std::vector<std::string>& args) {
   }
   try {
     ValidatedConfig vc;
-    if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) return *rc;
+    if (f.config.empty()) {
+      // As `generate` does: the config the checkpoint was trained with.
+      if (checkpoint == "latest") {
+        std::cerr << "zcode-host evaluate: --checkpoint latest needs --config (to find the run folder); or give "
+                     "the path, e.g. outputs/<experiment>/checkpoints/latest\n";
+        return kUsageError;
+      }
+      const auto ck = ckpt::load_checkpoint(ckpt::resolve(checkpoint, "."), ckpt::Parts::kModelOnly);
+      const std::string text = ckpt::stored_config_json(ck);
+      if (auto rc = load_and_validate((ck.dir / "state.json").string(), f.sets, f.plugins, vc, &text)) return *rc;
+      checkpoint = ck.dir.string();
+    } else if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) {
+      return *rc;
+    }
     Engine engine(std::move(vc.config), engine_options(f));
     return engine.evaluate(checkpoint, split, out);
   } catch (...) {

@@ -12,8 +12,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STEPS="${ZCODE_WALKTHROUGH_STEPS:-20}"
 ARGS="${ZCODE_WALKTHROUGH_ARGS:---set training.max_steps=$STEPS --set training.eval_every=$STEPS --set training.save_every=$STEPS --set scheduler.warmup_steps=5 --set evaluation.max_batches=8}"
 
-# The first command of the README's "The two commands" block.
-first_cmd=$(awk '/^## The two commands/{f=1} f&&/^```/{n++; next} f&&n==1&&NF{print; exit}' "$ROOT/README.md" | sed 's/#.*//; s/[[:space:]]*$//')
+# The first command of the README's "The two commands" block (the extractor
+# that tests/quickstart/readme_commands_test.sh uses for every README block).
+first_cmd=$(/usr/bin/python3 "$ROOT/tests/quickstart/readme_blocks.py" "$ROOT/README.md" "## The two commands" |
+            awk 'NF{print; exit}' | sed 's/#.*//; s/[[:space:]]*$//')
 [ -n "$first_cmd" ] || { echo "walkthrough: could not find the first command in README.md"; exit 1; }
 echo "walkthrough: README's first command: $first_cmd"
 

@@ -7,6 +7,7 @@
 #include <rapidjson/writer.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -183,6 +184,34 @@ fs::path write_checkpoint(const fs::path& root, const CheckpointContents& c, int
   return final_dir;
 }
 
+std::vector<fs::path> remove_stale_temp_folders(const fs::path& root) {
+  std::vector<fs::path> removed;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return removed;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".tmp-step_", 0) != 0 || !e.is_directory(ec)) continue;
+    const size_t dash = name.rfind('-');
+    if (dash == std::string::npos || dash + 1 >= name.size() || !parse_step_name(name.substr(5, dash - 5))) continue;
+    const std::string pid_text = name.substr(dash + 1);
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    // This process has written nothing yet, so a folder with its PID is from
+    // an earlier process that had the same PID (common in containers).
+    const bool alive = pid != ::getpid() && pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+    if (!alive) stale.push_back(e.path());
+  }
+  std::sort(stale.begin(), stale.end());
+  for (const auto& p : stale) {
+    fs::remove_all(p, ec);
+    if (ec)
+      throw CheckpointError(p.string() + ": cannot remove a half-written checkpoint folder (" + ec.message() + ")");
+    removed.push_back(p);
+  }
+  return removed;
+}
+
 fs::path resolve(const std::string& spec, const fs::path& run_dir) {
   auto latest_of = [&](const fs::path& ckroot, const std::string& what) {
     std::ifstream in(ckroot / "latest");
@@ -197,17 +226,33 @@ fs::path resolve(const std::string& spec, const fs::path& run_dir) {
   fs::path p(spec);
   std::error_code ec;
   if (!fs::exists(p, ec)) throw CheckpointError(spec + ": checkpoint folder not found");
+  // `.../checkpoints/latest` is the path every run prints last: the pointer
+  // file stands for the folder it names.
+  if (!fs::is_directory(p, ec)) {
+    if (p.filename() == "latest") return latest_of(p.parent_path().empty() ? fs::path(".") : p.parent_path(), spec);
+    throw CheckpointError(spec + ": is a file, not a checkpoint folder (expected .../checkpoints/step_N, "
+                                 ".../checkpoints/latest, a checkpoints/ folder or a run folder)");
+  }
   if (fs::exists(p / "state.json", ec)) return p;
   if (fs::exists(p / "latest", ec)) return latest_of(p, spec);
   if (fs::exists(p / "checkpoints" / "latest", ec)) return latest_of(p / "checkpoints", spec);
-  throw CheckpointError(spec + ": not a checkpoint folder (expected .../checkpoints/step_N with state.json)");
+  throw CheckpointError(spec + ": not a checkpoint folder (expected .../checkpoints/step_N with state.json, "
+                               ".../checkpoints/latest, a checkpoints/ folder or a run folder)");
 }
 
-LoadedCheckpoint load_checkpoint(const fs::path& dir) {
+LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   LoadedCheckpoint out;
   out.dir = dir;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw CheckpointError(dir.string() + ": checkpoint folder not found");
+  const bool model_only = parts == Parts::kModelOnly;
+  // Named before SHA256SUMS is read: a checkpoint stripped of its optimizer
+  // state (file and SHA256SUMS line removed) is the common case, and its
+  // problem is the missing file, not the sums.
+  if (!model_only && !fs::exists(dir / "optimizer.safetensors", ec))
+    throw CheckpointError((dir / "optimizer.safetensors").string() +
+                          ": missing (resuming training needs the optimizer state; evaluate and generate need only "
+                          "model.safetensors)");
   // 1. SHA256SUMS names every file with its hash; all must match.
   auto sums_bytes = read_all(dir / "SHA256SUMS");
   std::map<std::string, std::string> sums;
@@ -221,12 +266,18 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir) {
       throw CheckpointError((dir / "SHA256SUMS").string() + ":" + std::to_string(lineno) + ": malformed line");
     sums[line.substr(66)] = line.substr(0, 64);
   }
+  // Files a model-only load neither needs nor reads.
+  auto skipped = [&](const std::string& fname) {
+    return model_only && (fname == "optimizer.safetensors" || fname == "extra.safetensors");
+  };
   for (const char* req : {"model.safetensors", "optimizer.safetensors", "state.json"})
-    if (!sums.count(req)) throw CheckpointError((dir / "SHA256SUMS").string() + ": no entry for " + req);
+    if (!skipped(req) && !sums.count(req))
+      throw CheckpointError((dir / "SHA256SUMS").string() + ": no entry for " + req);
   std::map<std::string, std::vector<uint8_t>> bytes;
   for (const auto& [fname, hash] : sums) {
     if (std::find(std::begin(kFiles), std::end(kFiles), fname) == std::end(kFiles))
       throw CheckpointError((dir / "SHA256SUMS").string() + ": unexpected file '" + fname + "'");
+    if (skipped(fname)) continue;
     auto b = read_all(dir / fname);
     const std::string got = sha256_hex(b.data(), b.size());
     if (got != hash)
@@ -243,23 +294,42 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir) {
   if (!state.HasMember("step") || !state["step"].IsUint64())
     throw CheckpointError((dir / "state.json").string() + ": missing integer field \"step\"");
   out.step = state["step"].GetUint64();
+  // A step folder renamed or copied over another: which step is it?
+  const std::string folder = (dir.has_filename() ? dir : dir.parent_path()).filename().string();
+  if (auto named = parse_step_name(folder); named && *named != out.step)
+    throw CheckpointError((dir / "state.json").string() + ": step " + std::to_string(out.step) +
+                          " disagrees with the folder name " + folder + " (step " + std::to_string(*named) + ")");
   if (!state.HasMember("files") || !state["files"].IsObject())
     throw CheckpointError((dir / "state.json").string() + ": missing object field \"files\"");
   for (auto it = state["files"].MemberBegin(); it != state["files"].MemberEnd(); ++it) {
     const std::string fname = it->name.GetString();
+    if (skipped(fname)) continue;
     if (!it->value.IsString() || !sums.count(fname) || sums[fname] != it->value.GetString())
       throw CheckpointError((dir / "state.json").string() + ": hash of " + fname + " disagrees with SHA256SUMS");
   }
   // 3. Every safetensors file parses (bounds-checked).
   try {
     out.model = std::make_unique<st::Reader>(bytes["model.safetensors"], (dir / "model.safetensors").string());
-    out.optimizer = std::make_unique<st::Reader>(bytes["optimizer.safetensors"], (dir / "optimizer.safetensors").string());
+    if (!model_only)
+      out.optimizer =
+          std::make_unique<st::Reader>(bytes["optimizer.safetensors"], (dir / "optimizer.safetensors").string());
     if (bytes.count("extra.safetensors"))
       out.extra = std::make_unique<st::Reader>(bytes["extra.safetensors"], (dir / "extra.safetensors").string());
   } catch (const zcode::sdk::Error& e) {
     throw CheckpointError(e.what());
   }
   return out;
+}
+
+std::string stored_config_json(const LoadedCheckpoint& ck) {
+  rapidjson::Document st;
+  st.Parse<rapidjson::kParseFullPrecisionFlag>(ck.state_json.c_str());  // floats round-trip exactly
+  if (st.HasParseError() || !st.IsObject() || !st.HasMember("config") || !st["config"].IsObject())
+    throw CheckpointError((ck.dir / "state.json").string() + ": no \"config\" object; pass --config");
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  st["config"].Accept(w);
+  return std::string(sb.GetString(), sb.GetSize());
 }
 
 StateReaderView::StateReaderView(const st::Reader* file, const std::string& prefix, std::string json)

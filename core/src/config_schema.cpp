@@ -55,6 +55,7 @@ const std::string& HarnessConfig::builtin_schema_json() {
         "moe_shared_experts": {"type": "integer", "minimum": 0},
         "first_dense_layers": {"type": "integer", "minimum": 0},
         "capacity_factor": {"type": "number"},
+        "eval_capacity_factor": {"type": "number"},
         "moe_aux_loss_coef": {"type": "number", "minimum": 0},
         "moe_z_loss_coef": {"type": "number", "minimum": 0},
         "norm_topk_prob": {"type": "boolean"},

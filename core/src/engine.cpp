@@ -908,11 +908,19 @@ int Engine::run() {
     m.make_registry();
     const bool resume = !m.opts.resume_from.empty();
     m.open_run_dir(resume, m.opts.overwrite);
+    for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints"))
+      log::warn("Removed " + p.string() + ": a checkpoint left half-written by a process that was killed");
     // Verify the checkpoint completely before any stage exists.
     std::optional<ckpt::LoadedCheckpoint> ck;
     if (resume) {
       fs::path dir = ckpt::resolve(m.opts.resume_from, m.run_dir);
       ck = ckpt::load_checkpoint(dir);
+      const auto max_steps = static_cast<uint64_t>(m.cfg.training().max_steps);
+      if (ck->step > max_steps)
+        throw RunFailure("--resume-from " + dir.string() + ": the checkpoint is at step " + std::to_string(ck->step) +
+                             ", past training.max_steps = " + std::to_string(max_steps) +
+                             " (raise training.max_steps, or resume from an earlier checkpoint)",
+                         kExitUsageError);
       rapidjson::Document st;
       st.Parse(ck->state_json.c_str());
       if (st.HasMember("config")) {
@@ -984,11 +992,17 @@ int Engine::evaluate(const std::string& checkpoint, const std::string& split, co
     m.make_registry();
     m.run_dir = fs::path(m.cfg.logging().output_dir) / m.cfg.experiment_name();
     fs::path dir = ckpt::resolve(checkpoint, m.run_dir);
-    auto ck = ckpt::load_checkpoint(dir);
+    auto ck = ckpt::load_checkpoint(dir, ckpt::Parts::kModelOnly);
     m.create_core_stages(false);
     m.restore(ck, true);
     std::map<std::string, double> vals;
     std::string j = m.run_evaluation(split, &vals);
+    // A NaN or infinite loss is a broken model, not a result (the JSON would
+    // say "loss": null and a script would take exit 0 as success).
+    if (auto it = vals.find("loss"); it != vals.end() && !std::isfinite(it->second))
+      throw RunFailure("evaluate: " + dir.string() + " gives a " + (std::isnan(it->second) ? "NaN" : "non-finite") +
+                           " loss on the " + split + " split (the weights are not usable: diverged or corrupted)",
+                       kExitRuntimeError);
     std::string line = "Evaluation of " + dir.string() + " on " + split + ":";
     for (const auto& [k, v] : vals) {
       char b[64];

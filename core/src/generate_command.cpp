@@ -54,6 +54,30 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A flag the chosen strategy ignores is a mistake, not a no-op: `--top-p 0.9`
+// with greedy decoding would silently print the greedy text. Only flags given
+// on the command line are checked (the config's generation section holds
+// every field, with defaults).
+void check_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
+  const std::string where = c.strategy ? "--strategy " + o.strategy
+                                       : "strategy '" + o.strategy + "' (generation.strategy; set --strategy)";
+  auto only = [&](bool given, const char* flag, const std::vector<std::string>& users, const char* what) {
+    if (!given || std::find(users.begin(), users.end(), o.strategy) != users.end()) return;
+    std::string names;
+    for (const auto& u : users) names += (names.empty() ? "--strategy " : " or ") + u;
+    throw UsageError(std::string(flag) + " is used only by " + names + " (" + what + "), not by " + where);
+  };
+  only(c.temperature.has_value(), "--temperature", {"sample"}, "sampling temperature");
+  only(c.top_p.has_value(), "--top-p", {"sample"}, "nucleus sampling");
+  only(c.top_k.has_value(), "--top-k", {"sample", "contrastive"},
+       "sampling: the k most likely tokens; contrastive: candidates");
+  only(c.num_beams.has_value(), "--num-beams", {"beam"}, "beam width");
+  only(c.length_penalty.has_value(), "--length-penalty", {"beam"}, "beam score / length^length_penalty");
+  only(c.penalty_alpha.has_value(), "--penalty-alpha", {"contrastive"}, "degeneration penalty");
+  if (o.strategy == "beam" && o.num_beams < 2)
+    throw UsageError("--strategy beam needs --num-beams >= 2, found " + std::to_string(o.num_beams));
+}
+
 }  // namespace
 
 int run_command(const Command& c, std::ostream& out) {
@@ -65,14 +89,8 @@ int run_command(const Command& c, std::ostream& out) {
       cfg = HarnessConfig::from_file(c.config_path);
     } else {
       if (c.checkpoint == "latest") throw UsageError("--checkpoint latest needs --config (to find the run folder)");
-      ck = ckpt::load_checkpoint(ckpt::resolve(c.checkpoint, fs::path(".")));
-      rapidjson::Document st;
-      st.Parse(ck->state_json.c_str());
-      if (!st.IsObject() || !st.HasMember("config")) throw UsageError(ck->dir.string() + "/state.json: no \"config\"; pass --config");
-      rapidjson::StringBuffer sb;
-      rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-      st["config"].Accept(w);
-      cfg = HarnessConfig::from_string(sb.GetString(), (ck->dir / "state.json").string());
+      ck = ckpt::load_checkpoint(ckpt::resolve(c.checkpoint, fs::path(".")), ckpt::Parts::kModelOnly);
+      cfg = HarnessConfig::from_string(ckpt::stored_config_json(*ck), (ck->dir / "state.json").string());
     }
     if (!c.sets.empty()) cfg.apply_overrides(c.sets);
     PluginSearchOptions so;
@@ -87,7 +105,7 @@ int run_command(const Command& c, std::ostream& out) {
     cfg.validate(&registry);
     if (!ck) {
       const fs::path run_dir = fs::path(cfg.logging().output_dir) / cfg.experiment_name();
-      ck = ckpt::load_checkpoint(ckpt::resolve(c.checkpoint, run_dir));
+      ck = ckpt::load_checkpoint(ckpt::resolve(c.checkpoint, run_dir), ckpt::Parts::kModelOnly);
     }
 
     // 2. Options: defaults <- config.generation <- command line.
@@ -109,6 +127,7 @@ int run_command(const Command& c, std::ostream& out) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
+    check_flags_fit_strategy(c, o);
 
     // 3. Stages.
     int threads = static_cast<int>(cfg.hardware().num_threads);

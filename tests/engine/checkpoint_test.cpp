@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -87,19 +88,21 @@ TEST(Checkpoint, ResolveAndLoad) {
 TEST(Checkpoint, CorruptionsAreRefusedNamingTheFile) {
   fs::path root = fresh_dir("corrupt");
   fs::path good = zcode::ckpt::write_checkpoint(root, contents(1), 0);
+  // Copies under names that are not step_N (a step_N name must match the
+  // step in state.json, which a copy of step_1 would not).
   auto copy = [&](const std::string& name) {
     fs::path d = root / name;
     fs::copy(good, d, fs::copy_options::recursive);
     return d;
   };
   {  // truncated
-    fs::path d = copy("step_10");
+    fs::path d = copy("truncated");
     fs::resize_file(d / "model.safetensors", fs::file_size(d / "model.safetensors") - 3);
     std::string e = load_error(d);
     EXPECT_NE(e.find("model.safetensors: SHA-256 mismatch"), std::string::npos) << e;
   }
   {  // one flipped byte in the optimizer file
-    fs::path d = copy("step_11");
+    fs::path d = copy("flipped");
     std::fstream f(d / "optimizer.safetensors", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-2, std::ios::end);
     f.put('\x7f');
@@ -108,13 +111,13 @@ TEST(Checkpoint, CorruptionsAreRefusedNamingTheFile) {
     EXPECT_NE(e.find("optimizer.safetensors: SHA-256 mismatch"), std::string::npos) << e;
   }
   {  // missing file
-    fs::path d = copy("step_12");
+    fs::path d = copy("missing");
     fs::remove(d / "state.json");
     std::string e = load_error(d);
     EXPECT_NE(e.find("state.json: missing"), std::string::npos) << e;
   }
   {  // a header with bad offsets whose hashes were recomputed: the parser refuses it
-    fs::path d = copy("step_13");
+    fs::path d = copy("bad_offsets");
     std::string h = R"({"embed.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,4000]}})";
     std::string file(8, '\0');
     for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
@@ -158,6 +161,116 @@ TEST(Checkpoint, KillDuringWriteKeepsThePreviousCheckpoint) {
   }
   // The child's temp folders are left behind but never listed as checkpoints.
   for (const auto& [step, dir] : zcode::ckpt::list_checkpoints(root)) EXPECT_EQ(load_error(dir), "") << dir;
+  // The next start removes them (their writer is dead), and nothing else.
+  std::vector<fs::path> tmp_before, after;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().filename().string().rfind(".tmp-step_", 0) == 0) tmp_before.push_back(e.path());
+  const auto checkpoints = zcode::ckpt::list_checkpoints(root);
+  auto removed = zcode::ckpt::remove_stale_temp_folders(root);
+  std::sort(tmp_before.begin(), tmp_before.end());
+  EXPECT_EQ(removed, tmp_before);
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().filename().string().rfind(".tmp-", 0) == 0) after.push_back(e.path());
+  EXPECT_TRUE(after.empty());
+  EXPECT_EQ(zcode::ckpt::list_checkpoints(root), checkpoints);
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, StaleTempFoldersOnlyOfDeadProcesses) {
+  fs::path root = fresh_dir("stale");
+  zcode::ckpt::write_checkpoint(root, contents(2), 0);
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // now a PID that runs nothing
+  pid_t parent = getppid();    // alive: the test runner's parent
+  const fs::path dead = root / (".tmp-step_4-" + std::to_string(child));
+  const fs::path mine = root / (".tmp-step_5-" + std::to_string(getpid()));  // this process wrote none
+  const fs::path live = root / (".tmp-step_6-" + std::to_string(parent));
+  const fs::path other = root / ".tmp-notes";  // not a checkpoint temp folder: never touched
+  for (const auto& d : {dead, mine, live, other}) fs::create_directories(d);
+  EXPECT_EQ(zcode::ckpt::remove_stale_temp_folders(root), (std::vector<fs::path>{dead, mine}));
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(mine));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_EQ(load_error(root / "step_2"), "");
+  EXPECT_TRUE(zcode::ckpt::remove_stale_temp_folders(root / "no_such_folder").empty());
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, ResolveTakesTheLatestPointerFile) {
+  fs::path run = fresh_dir("pointer");
+  fs::path root = run / "checkpoints";
+  zcode::ckpt::write_checkpoint(root, contents(3), 0);
+  zcode::ckpt::write_checkpoint(root, contents(7), 0);
+  // The path a run prints last, `.../checkpoints/latest`, is a file naming step_7.
+  EXPECT_EQ(zcode::ckpt::resolve((root / "latest").string(), fs::path("elsewhere")), root / "step_7");
+  EXPECT_EQ(zcode::ckpt::resolve((root / "latest").string(), run), zcode::ckpt::resolve("latest", run));
+  // Another file is not a checkpoint; the message says what is expected.
+  { std::ofstream(root / "notes.txt") << "x"; }
+  try {
+    zcode::ckpt::resolve((root / "notes.txt").string(), run);
+    ADD_FAILURE() << "a plain file was accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("notes.txt: is a file, not a checkpoint folder"), std::string::npos) << e.what();
+  }
+  // A pointer file naming garbage is refused naming the file.
+  { std::ofstream(root / "latest") << "../../etc\n"; }
+  EXPECT_THROW(zcode::ckpt::resolve((root / "latest").string(), run), CheckpointError);
+  fs::remove_all(run);
+}
+
+TEST(Checkpoint, ModelOnlyLoadNeedsNoOptimizerFile) {
+  fs::path root = fresh_dir("model_only");
+  fs::path dir = zcode::ckpt::write_checkpoint(root, contents(4), 0);
+  fs::remove(dir / "optimizer.safetensors");
+  // A full load (resume) names the missing file and says what needs it.
+  const std::string e = load_error(dir);
+  EXPECT_NE(e.find((dir / "optimizer.safetensors").string() + ": missing (resuming training needs the optimizer state"),
+            std::string::npos) << e;
+  // Also when its SHA256SUMS line was removed with it (today's message was about SHA256SUMS).
+  std::ifstream in(dir / "SHA256SUMS");
+  std::string line, kept;
+  while (std::getline(in, line))
+    if (line.find("optimizer") == std::string::npos) kept += line + "\n";
+  in.close();
+  { std::ofstream(dir / "SHA256SUMS") << kept; }
+  EXPECT_NE(load_error(dir).find("optimizer.safetensors: missing"), std::string::npos) << load_error(dir);
+  // A model-only load (evaluate, generate) verifies and returns the model.
+  auto ck = zcode::ckpt::load_checkpoint(dir, zcode::ckpt::Parts::kModelOnly);
+  EXPECT_EQ(ck.step, 4u);
+  ASSERT_NE(ck.model, nullptr);
+  const auto* t = ck.model->find("embed.weight");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(reinterpret_cast<const float*>(t->data)[1], 41.0f);  // contents(): step * 10 + i
+  EXPECT_EQ(ck.optimizer, nullptr);
+  // It still verifies what it reads.
+  {
+    std::fstream f(dir / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x55');
+  }
+  try {
+    zcode::ckpt::load_checkpoint(dir, zcode::ckpt::Parts::kModelOnly);
+    ADD_FAILURE() << "a modified model file was accepted";
+  } catch (const CheckpointError& e2) {
+    EXPECT_NE(std::string(e2.what()).find("model.safetensors: SHA-256 mismatch"), std::string::npos) << e2.what();
+  }
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, StepMustMatchTheFolderName) {
+  fs::path root = fresh_dir("renamed");
+  fs::path dir = zcode::ckpt::write_checkpoint(root, contents(6), 0);
+  fs::rename(dir, root / "step_60");
+  const std::string e = load_error(root / "step_60");
+  EXPECT_NE(e.find((root / "step_60" / "state.json").string() + ": step 6 disagrees with the folder name step_60 (step 60)"),
+            std::string::npos) << e;
+  // A trailing slash names the same folder.
+  EXPECT_NE(load_error((root / "step_60").string() + "/").find("disagrees"), std::string::npos);
+  // Under a name that is not step_N (a copy kept aside) it loads.
+  fs::rename(root / "step_60", root / "best");
+  EXPECT_EQ(load_error(root / "best"), "");
   fs::remove_all(root);
 }
 

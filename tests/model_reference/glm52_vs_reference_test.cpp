@@ -338,10 +338,24 @@ TEST_P(Glm52VsReference, LossMetricsAndGradientsMatch) {
   // 2. The model, with the reference's weights.
   const std::string config_json = std::string(R"({"seed": 1, "data": {"cross_document_attention": )") +
                                   (c.docs > 1 ? "false" : "true") + R"(}, "model": )" + options + "}";
+  // The reference's log-probs are its training forward's (with capacity
+  // drops): evaluate with training's capacity (eval_capacity_factor, a
+  // plugin option the reference does not know; the default is dropless).
+  std::string model_options = options;
+  {
+    rapidjson::Document o;
+    o.Parse(options.c_str());
+    rapidjson::Value cf(o["capacity_factor"], o.GetAllocator());
+    o.AddMember("eval_capacity_factor", cf, o.GetAllocator());
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+    o.Accept(w);
+    model_options = sb.GetString();
+  }
   zc_create_args args{};
   args.struct_size = sizeof args;
   args.host = pl.host.services();
-  args.options_json = options.c_str();
+  args.options_json = model_options.c_str();
   args.config_json = config_json.c_str();
   args.run_dir = "";
   args.split = "train";

@@ -29,7 +29,7 @@ constexpr Variant kVariants[] = {
 
 const char* const kKeys[] = {"type", "variant", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
                              "head_dim", "ffn_hidden", "moe_experts", "moe_top_k", "moe_ffn_hidden",
-                             "moe_shared_experts", "first_dense_layers", "capacity_factor",
+                             "moe_shared_experts", "first_dense_layers", "capacity_factor", "eval_capacity_factor",
                              "moe_aux_loss_coef", "moe_z_loss_coef", "norm_topk_prob", "router_activation",
                              "max_seq_len", "rope_theta", "rotary_fraction", "norm", "residual", "norm_eps",
                              "tie_embeddings", "dynamic_head_mask"};
@@ -104,7 +104,8 @@ std::string Config::to_json() const {
     << ",\"ffn_hidden\":" << ffn_hidden << ",\"moe_experts\":" << moe_experts << ",\"moe_top_k\":" << moe_top_k
     << ",\"moe_ffn_hidden\":" << moe_ffn_hidden << ",\"moe_shared_experts\":" << moe_shared_experts
     << ",\"first_dense_layers\":" << first_dense_layers << ",\"max_seq_len\":" << max_seq_len
-    << ",\"capacity_factor\":" << capacity_factor << ",\"moe_aux_loss_coef\":" << moe_aux_loss_coef
+    << ",\"capacity_factor\":" << capacity_factor << ",\"eval_capacity_factor\":" << eval_capacity_factor
+    << ",\"moe_aux_loss_coef\":" << moe_aux_loss_coef
     << ",\"moe_z_loss_coef\":" << moe_z_loss_coef << ",\"norm_topk_prob\":" << (norm_topk_prob ? "true" : "false")
     << ",\"router_activation\":\"" << (router_activation == Router::kSoftmax ? "softmax" : "sigmoid")
     << "\",\"rope_theta\":" << rope_theta << ",\"rotary_fraction\":" << rotary_fraction
@@ -154,6 +155,7 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
   c.first_dense_layers = m.get<int>("first_dense_layers", v->first_dense_layers);
   c.max_seq_len = m.get<int>("max_seq_len", v->max_seq_len);
   c.capacity_factor = m.get<double>("capacity_factor", 1.25);
+  c.eval_capacity_factor = m.get<double>("eval_capacity_factor", 0.0);
   c.moe_aux_loss_coef = m.get<double>("moe_aux_loss_coef", 0.01);
   c.moe_z_loss_coef = m.get<double>("moe_z_loss_coef", 0.001);
   c.norm_topk_prob = m.get<bool>("norm_topk_prob", true);
@@ -222,6 +224,7 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
          m.path("moe_shared_experts") + ": " + quoted(c.moe_shared_experts) + " (expected >= 0)");
   }
   need(std::isfinite(c.capacity_factor), m.path("capacity_factor") + ": must be finite");
+  need(std::isfinite(c.eval_capacity_factor), m.path("eval_capacity_factor") + ": must be finite");
   need(c.moe_aux_loss_coef >= 0, m.path("moe_aux_loss_coef") + ": " + quoted(c.moe_aux_loss_coef) + " (expected >= 0)");
   need(c.moe_z_loss_coef >= 0, m.path("moe_z_loss_coef") + ": " + quoted(c.moe_z_loss_coef) + " (expected >= 0)");
   need(c.rope_theta > 1, m.path("rope_theta") + ": " + quoted(c.rope_theta) + " (expected > 1)");

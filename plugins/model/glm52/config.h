@@ -22,6 +22,7 @@ struct Config {
   int moe_experts = 0, moe_top_k = 0, moe_ffn_hidden = 0, moe_shared_experts = 0, first_dense_layers = 0;
   int max_seq_len = 0;
   double capacity_factor = 1.25, moe_aux_loss_coef = 0.01, moe_z_loss_coef = 0.001;
+  double eval_capacity_factor = 0.0;  // forward_eval's capacity factor; <= 0: dropless
   bool norm_topk_prob = true;
   Router router_activation = Router::kSoftmax;
   double rope_theta = 10000.0, rotary_fraction = 1.0;

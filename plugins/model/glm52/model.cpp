@@ -424,7 +424,7 @@ struct Ctx {
   int B, Tn;
   int64_t N;
   const int32_t* doc;   // [B, T] or null
-  bool dropless;
+  double capacity_factor;  // of this pass: training's, eval_capacity_factor, or 0 (<= 0: dropless)
   double grad_scale;    // loss_scale / Nstep (backward)
   void* session;        // decode session (KV cache) or null
 };
@@ -557,8 +557,8 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   for (int64_t n = 0; n < N; ++n) a.zsum += lse2[n];
   // Capacity, in the spec's priority order (sequential: it is an order).
   int64_t cap = std::numeric_limits<int64_t>::max();
-  if (!k.dropless && c.capacity_factor > 0)
-    cap = static_cast<int64_t>(std::ceil(c.capacity_factor * static_cast<double>(N) * static_cast<double>(K) /
+  if (k.capacity_factor > 0)
+    cap = static_cast<int64_t>(std::ceil(k.capacity_factor * static_cast<double>(N) * static_cast<double>(K) /
                                          static_cast<double>(E)));
   int32_t* cnt = a.off + 1;  // kept per expert, then prefix-summed in place
   for (int64_t e = 0; e <= E; ++e) a.off[e] = 0;
@@ -792,10 +792,10 @@ struct Model<T>::DecodeSession {
 // ---------------------------------------------------------------------------
 
 template <class T>
-void Model<T>::forward(Workspace& ws, const BatchView& b, bool dropless, StepMetrics* m) {
+void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor, StepMetrics* m) {
   const Config& c = cfg_;
   Ctx<T> k{c, params_.get(), grads_.get(), ws, b.B, b.T, int64_t{b.B} * b.T,
-           c.cross_document_attention ? nullptr : b.doc_ids, dropless, 0.0, nullptr};
+           c.cross_document_attention ? nullptr : b.doc_ids, capacity_factor, 0.0, nullptr};
   const int64_t N = k.N, d = c.d_model, qd = c.qkv_dim();
   const bool deep = c.residual == Residual::kDeepNorm;
   for (int64_t n = 0; n < N; ++n) ws.pos[n] = static_cast<int32_t>(n % b.T);
@@ -842,7 +842,7 @@ template <class T>
 void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, StepMetrics*) {
   const Config& c = cfg_;
   Ctx<T> k{c, params_.get(), grads_.get(), ws, b.B, b.T, int64_t{b.B} * b.T,
-           c.cross_document_attention ? nullptr : b.doc_ids, false, grad_scale, nullptr};
+           c.cross_document_attention ? nullptr : b.doc_ids, c.capacity_factor, grad_scale, nullptr};
   const int64_t N = k.N, d = c.d_model, H = c.n_heads, hd = c.head_dim, qd = c.qkv_dim();
   const bool deep = c.residual == Residual::kDeepNorm;
   const T alpha = static_cast<T>(c.alpha());
@@ -964,7 +964,7 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   const double nstep = loss_normalizer > 0 ? loss_normalizer : static_cast<double>(std::max<int64_t>(m.tokens, 1));
   const double grad_scale = loss_scale / nstep;
 
-  forward(ws, b, false, &m);
+  forward(ws, b, c.capacity_factor, &m);
 
   // LM head + softmax cross-entropy, fused and chunked over rows: logits of a
   // chunk become their own gradient in place, then feed both backward GEMMs.
@@ -1037,7 +1037,10 @@ void Model<T>::forward_logprobs(const BatchView& b, float* out, int32_t* argmax)
   const Config& c = cfg_;
   Workspace& ws = ensure_workspace(b.B, b.T);
   const int64_t N = int64_t{b.B} * b.T, d = c.d_model, V = c.vocab_size;
-  forward(ws, b, false, nullptr);
+  // Capacity drops depend on which tokens share the forward call, so by
+  // default evaluation is dropless: a token's log-probability then does not
+  // depend on evaluation.batch_size (eval_capacity_factor, as DeepSpeed-MoE).
+  forward(ws, b, c.eval_capacity_factor, nullptr);
   const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
   std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
   const int64_t chunk = ws.head_chunk_rows(N);
@@ -1072,7 +1075,7 @@ void Model<T>::forward_logits(const int32_t* tokens, int n, float* out) {
   check_batch(b);
   Workspace& ws = ensure_workspace(1, n);
   const int64_t d = cfg_.d_model, V = cfg_.vocab_size;
-  forward(ws, b, true, nullptr);
+  forward(ws, b, 0.0, nullptr);  // dropless
   const T* hf = cfg_.residual == Residual::kDeepNorm ? ws.X(cfg_.n_layers) : ws.hf;
   const int64_t chunk = ws.head_chunk_rows(n);
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
@@ -1126,7 +1129,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
                                                std::to_string(c.vocab_size) + ")");
   Workspace& ws = *s->ws;
   const int Bn = s->batch;
-  Ctx<T> k{c, params_.get(), grads_.get(), ws, Bn, 1, Bn, nullptr, true, 0.0, s};
+  Ctx<T> k{c, params_.get(), grads_.get(), ws, Bn, 1, Bn, nullptr, 0.0, 0.0, s};  // dropless
   const int64_t N = Bn, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
   const int64_t kvw = Hkv * hd;
   const bool deep = c.residual == Residual::kDeepNorm;

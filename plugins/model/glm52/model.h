@@ -70,7 +70,8 @@ class Model {
   void forward_backward(const BatchView& b, double loss_normalizer, double loss_scale, bool sampled,
                         uint64_t sample_seed, StepMetrics& m);
   /// log p(target) per position, out [B, T] (0 where target == -1). MoE
-  /// capacity as in training (same micro-batch semantics).
+  /// capacity from eval_capacity_factor (default 0: dropless, so the result
+  /// does not depend on which rows share the call).
   /// Forward only: out[n] = log p(target_n) (0 where target is -1), float32
   /// [batch, seq]; when `argmax` is given, also the arg-max id of each
   /// position's logits over the real vocab (ties: lowest id), int32 [batch, seq].
@@ -112,7 +113,8 @@ class Model {
   void init_params(uint64_t seed);
   void check_batch(const BatchView& b) const;
   Workspace& ensure_workspace(int B, int Tn);
-  void forward(Workspace& ws, const BatchView& b, bool dropless, StepMetrics* m);
+  /// capacity_factor: C = ceil(cf·N·k/E) per expert for this pass; <= 0 is dropless.
+  void forward(Workspace& ws, const BatchView& b, double capacity_factor, StepMetrics* m);
   void backward(Workspace& ws, const BatchView& b, double inv_norm_scale, StepMetrics* m);
   const T* head_weight() const;
   T* head_grad();

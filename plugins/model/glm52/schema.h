@@ -22,6 +22,7 @@ inline constexpr const char* kOptionsSchema = R"JSON({
   "moe_shared_experts": {"type": "integer", "minimum": 0, "default": 0},
   "first_dense_layers": {"type": "integer", "minimum": 0, "description": "layers l < this use the dense GLU"},
   "capacity_factor": {"type": "number", "default": 1.25, "description": "C = ceil(cf*N*k/E); <= 0 means dropless"},
+  "eval_capacity_factor": {"type": "number", "default": 0, "description": "capacity factor of evaluation (forward_eval); <= 0 (default) means dropless, so results do not depend on evaluation.batch_size; set it to capacity_factor to evaluate with training's drops"},
   "moe_aux_loss_coef": {"type": "number", "minimum": 0, "default": 0.01},
   "moe_z_loss_coef": {"type": "number", "minimum": 0, "default": 0.001},
   "norm_topk_prob": {"type": "boolean", "default": true},

@@ -67,10 +67,20 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& root, const 
 /// Step folders under `root` sorted by step (hidden temp folders ignored).
 std::vector<std::pair<uint64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& root);
 
-/// Resolves a --resume-from / --checkpoint value: "latest" -> the folder
-/// named by `<run_dir>/checkpoints/latest`; a run folder -> its latest; a
-/// `checkpoints/` folder -> its latest; a step folder as is. Throws
-/// CheckpointError (`--resume-from latest: no checkpoint in <dir>`).
+/// Removes the hidden temp folders `.tmp-step_N-<pid>` under `root` (a
+/// `checkpoints/` folder) that a killed writer left: those whose PID is not a
+/// running process (or is this process, which has written none yet). A
+/// folder of a live process (another run writing there) is left alone.
+/// Returns the folders removed, sorted; throws CheckpointError when one
+/// cannot be removed.
+std::vector<std::filesystem::path> remove_stale_temp_folders(const std::filesystem::path& root);
+
+/// Resolves a --resume-from / --checkpoint value, for every command that
+/// takes one: "latest" -> the folder named by `<run_dir>/checkpoints/latest`;
+/// the pointer file `.../checkpoints/latest` itself -> the folder it names; a
+/// run folder -> its latest; a `checkpoints/` folder -> its latest; a step
+/// folder as is. Throws CheckpointError (`--resume-from latest: no
+/// checkpoint in <dir>`, `P: not a checkpoint folder (...)`).
 std::filesystem::path resolve(const std::string& spec, const std::filesystem::path& run_dir);
 
 /// A loaded and fully verified checkpoint.
@@ -81,11 +91,22 @@ struct LoadedCheckpoint {
   std::string state_json;  // the whole state.json text
 };
 
-/// Reads every file of `dir`, checks SHA256SUMS and the hashes in
+/// What a load needs: everything (resume), or the model and state.json only
+/// (evaluate, generate: optimizer.safetensors and extra.safetensors may be
+/// absent and are not read; `optimizer` and `extra` stay null).
+enum class Parts { kAll, kModelOnly };
+
+/// Reads every needed file of `dir`, checks SHA256SUMS and the hashes in
 /// state.json, parses the safetensors files and state.json, and only then
 /// returns. Throws CheckpointError naming the offending file (missing,
-/// truncated, hash mismatch, bad header). Never returns half a checkpoint.
-LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir);
+/// truncated, hash mismatch, bad header, a state.json step that disagrees
+/// with a `step_N` folder name). Never returns half a checkpoint.
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir, Parts parts = Parts::kAll);
+
+/// The config the checkpoint was trained with (state.json's "config"), as
+/// JSON text for HarnessConfig::from_string. Throws CheckpointError naming
+/// state.json when it has none.
+std::string stored_config_json(const LoadedCheckpoint& ck);
 
 /// A zc_state_reader over the tensors of `file` whose names start with
 /// `prefix` (the prefix is stripped) and a JSON blob, for a stage's
