@@ -14,7 +14,7 @@ Console::Console(const CreateContext& ctx) : host_(ctx.host()) {
   const std::string bar = ctx.options().get<std::string>("progress_bar", "auto");
   if (bar != "auto" && bar != "on" && bar != "off")
     invalid_argument("callbacks.console.progress_bar: expected auto, on or off, found \"" + bar + "\"");
-  bar_ = bar == "on" || (bar == "auto" && ::isatty(STDERR_FILENO));
+  bar_ = bar == "on" || (bar == "auto" && ::isatty(STDOUT_FILENO));  // the bar goes with the step lines
 }
 
 namespace {
@@ -32,7 +32,7 @@ uint32_t Console::on_event(const zc_event& e) {
     auto m = parse_metrics(e.metrics_json);
     const bool line = e.step % static_cast<uint64_t>(every_) == 0 || e.step == 1 || e.step == e.max_steps;
     if (bar_ && bar_shown_ && line) {
-      std::fputs("\r\033[K", stderr);
+      std::fputs("\r\033[K", stdout);
       bar_shown_ = false;
     }
     if (line) {
@@ -65,14 +65,14 @@ uint32_t Console::on_event(const zc_event& e) {
       const int fill = static_cast<int>(frac * width);
       std::string bar(static_cast<size_t>(fill), '=');
       bar.resize(width, ' ');
-      std::fprintf(stderr, "\r[%s] %llu/%llu loss %.4f ETA %s\033[K", bar.c_str(), static_cast<unsigned long long>(e.step),
+      std::fprintf(stdout, "\r[%s] %llu/%llu loss %.4f ETA %s\033[K", bar.c_str(), static_cast<unsigned long long>(e.step),
                    static_cast<unsigned long long>(e.max_steps), num(m, "loss", NAN), eta(num(m, "eta_s", NAN)).c_str());
-      std::fflush(stderr);
+      std::fflush(stdout);
       bar_shown_ = true;
     }
   } else if (e.kind == ZC_EVENT_EVAL_END) {
     if (bar_ && bar_shown_) {
-      std::fputs("\r\033[K", stderr);
+      std::fputs("\r\033[K", stdout);
       bar_shown_ = false;
     }
     auto m = parse_metrics(e.metrics_json);
@@ -89,7 +89,7 @@ uint32_t Console::on_event(const zc_event& e) {
                   num(m, "bits_per_byte", NAN), num(m, "accuracy", NAN));
     host_.log(ZC_LOG_INFO, "", b);
   } else if (e.kind == ZC_EVENT_TEARDOWN && bar_ && bar_shown_) {
-    std::fputs("\r\033[K", stderr);
+    std::fputs("\r\033[K", stdout);
     bar_shown_ = false;
   }
   return 0;

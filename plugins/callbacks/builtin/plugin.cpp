@@ -30,7 +30,7 @@ ZCODE_PLUGIN("callbacks", "0.1.0", "Apache-2.0", "Bundled callbacks: console, me
   ZCODE_COMPONENT(Console, "console", "Step lines every log_every steps (progress bar on a TTY) and evaluation lines",
     R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
       "every":{"type":"integer","minimum":1,"description":"steps between lines (default training.log_every)"},
-      "progress_bar":{"type":"string","enum":["auto","on","off"],"default":"auto","description":"live bar on stderr (auto: when stderr is a TTY)"}}})JS"),
+      "progress_bar":{"type":"string","enum":["auto","on","off"],"default":"auto","description":"live bar on stdout (auto: when stdout is a TTY; off with --quiet or --log-format json)"}}})JS"),
   ZCODE_COMPONENT(MetricsJson, "metrics_json", "Writes metrics.json: final and best train/val metrics and their history",
     R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
       "every":{"type":"integer","minimum":1,"description":"steps between train history entries (default training.log_every)"},
