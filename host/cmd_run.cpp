@@ -29,7 +29,8 @@ void add_output_options(po::options_description& d, RunFlags& f) {
   d.add_options()
       ("quiet,q", po::bool_switch(&f.quiet), "print only warnings and errors (stderr); logs/console.log keeps everything")
       ("log-format", po::value(&f.log_format)->default_value("text"),
-       "text or json (one JSON object a line: level, component, message)");
+       "text or json (one JSON object a line: step and eval events with their metrics; other lines as level, "
+       "component, message)");
 }
 
 // Applies the output flags; kUsageError (after saying why) for a bad format.

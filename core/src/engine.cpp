@@ -343,8 +343,11 @@ struct Engine::Impl {
   void create_callbacks() {
     const auto& list = cfg.callbacks();
     // --quiet and --log-format json: no progress bar between the lines
-    // (it would be the only non-JSON, non-warning output on stdout).
-    const bool no_bar = log::console_quiet() || log::console_format() == log::Format::Json;
+    // (it would be the only non-JSON, non-warning output on stdout); with
+    // json (and not quiet) the console prints its events as JSON objects.
+    const bool quiet = log::console_quiet();
+    const bool json = log::console_format() == log::Format::Json && !quiet;
+    const bool no_bar = quiet || json;
     for (size_t i = 0; i < list.size(); ++i) {
       const std::string where = "callbacks[" + std::to_string(i) + "].type";
       const auto& cc = registry->require(ZC_KIND_CALLBACK, list[i].type, where);
@@ -355,6 +358,10 @@ struct Engine::Impl {
         if (!d.HasParseError() && d.IsObject()) {
           d.RemoveMember("progress_bar");
           d.AddMember("progress_bar", "off", d.GetAllocator());
+          if (json) {
+            d.RemoveMember("log_format");
+            d.AddMember("log_format", "json", d.GetAllocator());
+          }
           rapidjson::StringBuffer sb;
           rapidjson::Writer<rapidjson::StringBuffer> w(sb);
           d.Accept(w);

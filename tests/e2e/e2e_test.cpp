@@ -376,20 +376,33 @@ TEST_F(E2E, OutputStreamsPathsCallbacksAndFailedStart) {
   const std::string cbs = config("json", "callbacks:\n  - {type: model_card, enabled: false}\n"
                                          "  - {type: early_stopping, patience: 5}\n");
   ASSERT_EQ(run_split({"run", cbs, "--log-format", "json"}, out, err, dir_), 0) << slurp(err);
-  bool step_line = false, outputs_line = false;
+  // Every stdout line is an object: a log line (level, message) or a
+  // console event (event: step|eval, step, max_steps and the metrics).
+  bool step_event = false, eval_event = false, outputs_line = false;
   for (const std::string& l : lines_of(slurp(out))) {
     rapidjson::Document d;
     d.Parse(l.c_str());
-    ASSERT_TRUE(!d.HasParseError() && d.IsObject() && d["level"].IsString() && d["message"].IsString()) << l;
+    ASSERT_TRUE(!d.HasParseError() && d.IsObject()) << l;
+    if (d.HasMember("event")) {
+      ASSERT_TRUE(d["event"].IsString() && d["step"].IsUint64() && d["max_steps"].IsUint64()) << l;
+      EXPECT_EQ(d["max_steps"].GetUint64(), 2u) << l;
+      const std::string ev = d["event"].GetString();
+      if (ev == "step" && d["step"].GetUint64() == 1) step_event = d["loss"].IsNumber() && d["lr"].IsNumber();
+      if (ev == "eval" && d["step"].GetUint64() == 2) eval_event = d["loss"].IsNumber() && d["perplexity"].IsNumber();
+      continue;
+    }
+    ASSERT_TRUE(d["level"].IsString() && d["message"].IsString()) << l;
     const std::string m = d["message"].GetString();
-    step_line |= m.rfind("Step 1/2 | loss: ", 0) == 0;
+    EXPECT_NE(m.rfind("Step 1/2 | loss: ", 0), 0u) << "the text step line is DEBUG in json mode: " << l;
     if (m.rfind("Outputs in ", 0) == 0) {
       outputs_line = true;
       EXPECT_NE(m.find(": config.yaml, metrics.json, logs/console.log"), std::string::npos) << m;
     }
   }
-  EXPECT_TRUE(step_line) << slurp(out);
+  EXPECT_TRUE(step_event) << slurp(out);
+  EXPECT_TRUE(eval_event) << slurp(out);
   EXPECT_TRUE(outputs_line) << slurp(out);
+  EXPECT_NE(slurp(run_dir("json") / "logs/console.log").find("[DEBUG] Step 1/2 | loss: "), std::string::npos);
   EXPECT_TRUE(fs::exists(run_dir("json") / "metrics.json"));  // a default kept
   EXPECT_FALSE(fs::exists(run_dir("json") / "model_card.md"));  // a default removed
   EXPECT_TRUE(fs::exists(run_dir("json") / "checkpoints/latest"));
