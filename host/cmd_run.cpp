@@ -9,6 +9,7 @@
 #include <zcode/core/engine.h>
 
 #include <iostream>
+#include <optional>
 
 namespace zcode::host {
 namespace {
@@ -19,7 +20,31 @@ struct RunFlags {
   PluginFlags plugins;
   bool overwrite = false;
   std::string resume_from;
+  bool quiet = false;
+  std::string log_format = "text";
 };
+
+// --quiet and --log-format (run, train, evaluate): the console's lines only;
+// logs/console.log keeps everything as text.
+void add_output_options(po::options_description& d, RunFlags& f) {
+  d.add_options()
+      ("quiet,q", po::bool_switch(&f.quiet), "print only warnings and errors (stderr); logs/console.log keeps everything")
+      ("log-format", po::value(&f.log_format)->default_value("text"),
+       "text or json (one JSON object a line: step and eval events with their metrics; other lines as level, "
+       "component, message)");
+}
+
+// Applies the output flags; kUsageError (after saying why) for a bad format.
+std::optional<int> apply_output_options(const std::string& cmd, const RunFlags& f) {
+  auto format = log::parse_format(f.log_format);
+  if (!format) {
+    std::cerr << "zcode-host " << cmd << ": --log-format: expected text or json, found '" << f.log_format << "'\n";
+    return kUsageError;
+  }
+  log::set_console_format(*format);
+  log::set_console_quiet(f.quiet);
+  return std::nullopt;
+}
 
 void add_run_options(po::options_description& d, RunFlags& f, bool config_flag) {
   if (config_flag) d.add_options()("config,c", po::value(&f.config)->required(), "experiment config (YAML or JSON)");
@@ -29,6 +54,7 @@ void add_run_options(po::options_description& d, RunFlags& f, bool config_flag) 
       ("overwrite", po::bool_switch(&f.overwrite), "reuse a run folder that already holds a run")
       ("resume-from", po::value(&f.resume_from),
        "resume from a checkpoint folder (.../checkpoints/step_N) or 'latest'");
+  add_output_options(d, f);
   f.plugins.add_to(d);
 }
 
@@ -55,6 +81,7 @@ int train_like(const std::string& cmd, const std::vector<std::string>& args, boo
   }
   po::variables_map vm;
   if (auto rc = parse_args(cmd, args, d, pos, vm, help)) return *rc;
+  if (auto rc = apply_output_options(cmd, f)) return *rc;
   try {
     log::info("Loading config from " + f.config);
     ValidatedConfig vc;
@@ -71,7 +98,7 @@ int train_like(const std::string& cmd, const std::vector<std::string>& args, boo
 int cmd_run(const std::vector<std::string>& args) {
   return train_like("run", args, false,
                     {"zcode-host run CONFIG [--set k=v]... [--plugin-path P]... [--allow-insecure-plugin-path] "
-                     "[--overwrite] [--resume-from P|latest]",
+                     "[--overwrite] [--resume-from P|latest] [--quiet] [--log-format text|json]",
                      "Validate CONFIG, then train, evaluate and checkpoint as it says.",
                      "  zcode-host run examples/quickstart/config.yaml --set training.max_steps=50"});
 }
@@ -100,9 +127,11 @@ int cmd_evaluate(const std::vector<std::string>& args) {
       ("split", po::value(&split)->default_value("val"), "val or train")
       ("out", po::value(&out), "also write the metrics as JSON to this file")
       ("set", po::value<std::vector<std::string>>(&f.sets)->composing(), "override a config field (repeatable)");
+  add_output_options(d, f);
   f.plugins.add_to(d);
   po::variables_map vm;
   if (auto rc = parse_args("evaluate", args, d, {}, vm, help)) return *rc;
+  if (auto rc = apply_output_options("evaluate", f)) return *rc;
   if (split != "val" && split != "train") {
     std::cerr << "zcode-host evaluate: --split: '" << split << "' is not one of val, train\n";
     return kUsageError;

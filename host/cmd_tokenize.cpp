@@ -3,6 +3,7 @@
 // (library API) on JSONL or plain text with the GLM-5.2 specials at ids 0..3.
 #include "cli_common.h"
 #include "commands.h"
+#include "tokenizer_common.h"  // kTrainedMarkerVersion
 
 #include <zcode/core/host_services.h>
 #include <zcode/core/registry.h>
@@ -274,7 +275,8 @@ int cmd_tokenizer(const std::vector<std::string>& args) {
       "zcode-host tokenizer train --input FILE... --vocab-size N --model-type bpe|unigram --out DIR [options]",
       "Train a SentencePiece vocabulary on JSONL (`text` field) or plain-text files. Writes DIR/tokenizer.model and "
       "DIR/zcode_tokenizer.json (the marker that makes the tokenizer plugins use the guide's special ids: "
-      "<pad> 0, <bos> 1, <eos> 2, <mask> 3, <unk> 4).",
+      "<pad> 0, <bos> 1, <eos> 2, <mask> 3, <unk> 4; the other GLM-5.2 specials, <expert_i> and <image>, take the ids "
+      "right after the learned vocabulary unless data.tokenizer.special_tokens pins them).",
       "  zcode-host tokenizer train --input data/train.jsonl --vocab-size 8000 --model-type unigram --out out/tok"};
   std::vector<std::string> sub_and_inputs;
   std::vector<std::string> inputs;
@@ -335,7 +337,10 @@ int cmd_tokenizer(const std::vector<std::string>& args) {
         throw std::runtime_error(std::string("trained model has '") + sp.IdToPiece(i) + "' at id " + std::to_string(i) + ", expected " + want[i]);
     fs::path dir(out_dir);
     write_atomic(dir / "tokenizer.model", proto);
-    std::string marker = "{\"trained_by\":\"zcode\",\"version\":1,\"model_type\":" + json_quote(model_type) +
+    // Version 2: specials missing from the vocabulary follow it (version 1
+    // gave them the guide's ids 1000 + i and 250000, leaving a gap).
+    std::string marker = "{\"trained_by\":\"zcode\",\"version\":" + std::to_string(tok::kTrainedMarkerVersion) +
+                         ",\"special_ids\":\"after_vocabulary\",\"model_type\":" + json_quote(model_type) +
                          ",\"vocab_size\":" + std::to_string(sp.GetPieceSize()) +
                          ",\"specials\":{\"<pad>\":0,\"<bos>\":1,\"<eos>\":2,\"<mask>\":3,\"<unk>\":4},\"sentences\":" +
                          std::to_string(it.sentences()) + ",\"inputs\":[";

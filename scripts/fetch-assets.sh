@@ -8,10 +8,19 @@
 #   assets/hf/llama2/tokenizer.json
 #   assets/hf/gpt2-json/tokenizer.json  GPT-2 saved as tokenizer.json by the tokenizers library
 #
-# Override the destination with ZCODE_ASSETS_DIR (default: <repo>/assets).
+# Override the destination with ZCODE_ASSETS_DIR (default: <repo>/assets, which the build tree
+# links as build/<preset>/share/zcode/assets and `cmake --install` copies to
+# <prefix>/share/zcode/assets). `--user` fills the per-user cache instead,
+# ${XDG_DATA_HOME:-~/.local/share}/zcode/assets, which the tokenizer plugins search after
+# <prefix>/share/zcode/assets, wherever they are installed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ASSETS="${ZCODE_ASSETS_DIR:-$ROOT/assets}"
+if [ "${1:-}" = "--user" ]; then
+  ASSETS="${XDG_DATA_HOME:-$HOME/.local/share}/zcode/assets"
+elif [ -n "${1:-}" ]; then
+  echo "usage: scripts/fetch-assets.sh [--user]" >&2; exit 2
+fi
 NPM_DIR="$ASSETS/npm"
 
 # Pinned versions: the goldens in tests/tokenizer/goldens were produced by exactly these.

@@ -95,7 +95,7 @@ fi
 # evaluation or checkpoint before the end, 2 threads, metrics_json only.
 SETS=(--set "data.val_path=$VAL_SMALL" --set "training.max_steps=$STEPS" --set training.log_every=1 --set "training.eval_every=$STEPS"
       --set "training.save_every=$STEPS" --set hardware.num_threads=2 --set "logging.output_dir=$WORK/runs"
-      --set 'callbacks=[{type: metrics_json}]' ${EXTRA_SETS[@]+"${EXTRA_SETS[@]}"})
+      --set 'callbacks=[{type: metrics_json}]' --set callbacks_replace_defaults=true ${EXTRA_SETS[@]+"${EXTRA_SETS[@]}"})
 
 echo "== conditions =="
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"

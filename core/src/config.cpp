@@ -145,17 +145,67 @@ JsonValue* section_at(JsonValue& root, const std::string& path) {
 
 }  // namespace
 
+void merge_callbacks(const JsonValue& raw, JsonDoc& out) {
+  out.CopyFrom(raw, out.GetAllocator());
+  if (!out.IsObject()) return;
+  auto cbs = out.FindMember("callbacks");
+  if (cbs == out.MemberEnd() || !cbs->value.IsArray()) return;
+  JsonAlloc& a = out.GetAllocator();
+  const JsonValue* rd = member(out, "callbacks_replace_defaults");
+  const bool replace = rd && rd->IsBool() && rd->GetBool();
+  struct Slot {
+    JsonValue entry;
+    bool keep = true;
+  };
+  std::vector<Slot> list;
+  std::vector<bool> configured;  // per default: an entry of its type was seen
+  if (!replace) {
+    const JsonValue* def = member(*member(*member(builtin_schema(), "properties"), "callbacks"), "default");
+    for (const JsonValue& d : def->GetArray()) list.push_back({JsonValue(d, a), true});
+    configured.assign(list.size(), false);
+  }
+  const size_t n_defaults = list.size();
+  for (JsonValue& cb : cbs->value.GetArray()) {
+    bool keep = true;
+    if (cb.IsObject()) {
+      if (const JsonValue* en = member(cb, "enabled"); en && en->IsBool()) keep = en->GetBool();
+      cb.RemoveMember("enabled");  // the host's key, not the callback's option
+    }
+    const JsonValue* t = member(cb, "type");
+    size_t at = n_defaults;
+    if (t && t->IsString())
+      for (size_t i = 0; i < n_defaults; ++i)
+        if (!configured[i] && fold(member(list[i].entry, "type")->GetString()) == fold(t->GetString())) at = i;
+    if (at < n_defaults) {
+      configured[at] = true;
+      list[at] = {JsonValue(cb, a), keep};
+    } else {
+      list.push_back({JsonValue(cb, a), keep});
+    }
+  }
+  JsonValue merged(rapidjson::kArrayType);
+  for (Slot& s : list)
+    if (s.keep) merged.PushBack(s.entry, a);
+  cbs->value = merged;
+  // The list is now complete: reading the resolved config back (config.yaml,
+  // a checkpoint's state.json) must not add the defaults a second time.
+  if (auto f = out.FindMember("callbacks_replace_defaults"); f != out.MemberEnd()) f->value.SetBool(true);
+  else out.AddMember("callbacks_replace_defaults", JsonValue(true), a);
+}
+
 void resolve(const HarnessConfig::Impl& impl, const SchemaProvider* provider, JsonDoc& out) {
   const JsonValue& schema = builtin_schema();
   JsonAlloc& a = out.GetAllocator();
+  JsonDoc base;
+  merge_callbacks(impl.raw, base);
 
   // Names first: which components do the sections go to (defaults count).
   JsonDoc named;
-  named.CopyFrom(impl.raw, named.GetAllocator());
+  named.CopyFrom(base, named.GetAllocator());
   if (named.IsObject()) fill_defaults(schema, named, named.GetAllocator());
   std::vector<PluginSection> sections = plugin_sections(named, provider);
 
-  out.CopyFrom(impl.raw, a);
+  out.CopyFrom(base, a);
   if (!out.IsObject()) out.SetObject();
   // Built-in defaults; a plugin-owned section whose component schema is
   // known gets only the base keys that schema declares (so the section still
@@ -195,6 +245,9 @@ void resolve(const HarnessConfig::Impl& impl, const SchemaProvider* provider, Js
       fill_defaults(p.value, it->value, a, f == allowed.end() ? nullptr : &f->second);
     }
   }
+  // The resolved `callbacks` list is always the complete one (merge_callbacks
+  // or the defaults), so the resolved config says so and reads back the same.
+  if (auto f = out.FindMember("callbacks_replace_defaults"); f != out.MemberEnd()) f->value.SetBool(true);
   // The plugins' own defaults.
   for (auto& [path, docs] : plugin_schemas) {
     JsonValue* sec = section_at(out, path);
@@ -336,6 +389,7 @@ void fill_typed(HarnessConfig::Impl& m) {
   da.num("val_fraction", m.data.val_fraction);
   da.opt_str("cache_dir", m.data.cache_dir);
   da.boolean("cross_document_attention", m.data.cross_document_attention);
+  da.boolean("mask_document_boundary", m.data.mask_document_boundary);
 
   Reader op{member(r, "optimizer")};
   op.str("name", m.optimizer.name);
@@ -516,6 +570,62 @@ std::string HarnessConfig::to_yaml() const {
   e << YAML::Comment("ZCode resolved config: defaults filled; `overrides` records the --set entries applied");
   e << YAML::Newline;
   emit(e, r);
+  return std::string(e.c_str()) + "\n";
+}
+
+namespace {
+// The config's file-path fields (one home: to_yaml_absolute_paths and
+// is_path_field). "plugin_path" is a string or a list of strings.
+constexpr std::string_view kPathFields[] = {"plugin_path",   "data.train_path",    "data.val_path",
+                                            "data.cache_dir", "data.tokenizer",     "data.tokenizer.path",
+                                            "logging.output_dir", "model_card.template"};
+
+void make_absolute(JsonValue& v, const std::filesystem::path& base, JsonAlloc& a) {
+  if (!v.IsString()) return;
+  std::string s(v.GetString(), v.GetStringLength());
+  if (s.empty() || s.find("://") != std::string::npos) return;  // hf://NAME, s3://...: not a file path
+  std::filesystem::path p(s);
+  if (p.is_absolute()) return;
+  v.SetString((base / p).lexically_normal().string().c_str(), a);
+}
+}  // namespace
+
+bool HarnessConfig::is_path_field(std::string_view key) {
+  for (std::string_view k : kPathFields)
+    if (k == key) return true;
+  return false;
+}
+
+std::string HarnessConfig::to_yaml_absolute_paths(const std::filesystem::path& base) const {
+  JsonDoc scratch;
+  JsonDoc doc;
+  doc.CopyFrom(current(*impl_, scratch), doc.GetAllocator());
+  JsonAlloc& a = doc.GetAllocator();
+  for (std::string_view key : kPathFields) {
+    JsonValue* v = &doc;
+    size_t from = 0;
+    while (v && from <= key.size()) {
+      size_t dot = key.find('.', from);
+      std::string part(key.substr(from, dot == std::string_view::npos ? std::string_view::npos : dot - from));
+      if (!v->IsObject()) {
+        v = nullptr;
+        break;
+      }
+      auto it = v->FindMember(part.c_str());
+      v = it != v->MemberEnd() ? &it->value : nullptr;
+      if (dot == std::string_view::npos) break;
+      from = dot + 1;
+    }
+    if (!v) continue;
+    if (v->IsArray())
+      for (auto& x : v->GetArray()) make_absolute(x, base, a);
+    else
+      make_absolute(*v, base, a);
+  }
+  YAML::Emitter e;
+  e << YAML::Comment("ZCode resolved config: defaults filled, relative paths made absolute; `overrides` records the --set entries applied");
+  e << YAML::Newline;
+  emit(e, doc);
   return std::string(e.c_str()) + "\n";
 }
 

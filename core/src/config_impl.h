@@ -114,6 +114,16 @@ std::string tokenizer_component(const JsonValue* tok);
 /// then the plugin schemas' own defaults) + computed defaults + overrides.
 void resolve(const HarnessConfig::Impl& impl, const SchemaProvider* provider, JsonDoc& out);
 
+/// `out` = `raw` with its `callbacks` list made complete: the default
+/// callbacks (the schema's default list) first, an entry whose `type` is a
+/// default configuring that one in its place (the first such entry), the
+/// other entries appended in order; `enabled: false` drops an entry and the
+/// `enabled` key is removed from each. With `callbacks_replace_defaults:
+/// true` the list is taken as written (still without `enabled: false`
+/// entries). When a list was merged, `callbacks_replace_defaults` is set to
+/// true in `out` so the result reads back unchanged. No-op without a list.
+void merge_callbacks(const JsonValue& raw, JsonDoc& out);
+
 /// Fills `defaults` of an object schema into `inst` (recursively).
 void fill_defaults(const JsonValue& schema, JsonValue& inst, JsonAlloc& a,
                    const std::set<std::string>* only_keys = nullptr);

@@ -88,7 +88,8 @@ const std::string& HarnessConfig::builtin_schema_json() {
         "on_bad_record": {"type": "string", "enum": ["error", "skip"], "default": "error"},
         "val_fraction": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMaximum": true, "default": 0.0},
         "cache_dir": {"type": ["string", "null"], "minLength": 1},
-        "cross_document_attention": {"type": "boolean", "default": true}
+        "cross_document_attention": {"type": "boolean", "default": true},
+        "mask_document_boundary": {"type": "boolean", "default": false}
       }},
     "optimizer": {"type": "object", "x-plugin-owned": true, "additionalProperties": true, "default": {},
       "properties": {
@@ -172,7 +173,8 @@ const std::string& HarnessConfig::builtin_schema_json() {
     "callbacks": {"type": "array",
       "default": [{"type": "console"}, {"type": "metrics_json"}, {"type": "checkpoint"}, {"type": "model_card"}],
       "items": {"type": "object", "x-plugin-owned": true, "additionalProperties": true, "required": ["type"],
-        "properties": {"type": {"type": "string", "minLength": 1}}}},
+        "properties": {"type": {"type": "string", "minLength": 1}, "enabled": {"type": "boolean"}}}},
+    "callbacks_replace_defaults": {"type": "boolean", "default": false},
     "model_card": {"type": "object", "additionalProperties": false, "default": {},
       "properties": {
         "template": {"type": "string", "minLength": 1, "description": "Mustache template file for model_card.md."}

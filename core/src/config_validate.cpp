@@ -645,8 +645,15 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
   named.CopyFrom(m.raw, named.GetAllocator());
   fill_defaults(schema, named, named.GetAllocator());
 
-  // 2. Each plugin-owned section against its component's schema.
-  if (provider) {
+  // 2. Each plugin-owned section against its component's schema. No
+  // component of any kind: the plugin path itself is the problem, said once
+  // (not as one "no ... plugin named" line per section).
+  bool no_plugins = provider != nullptr;
+  for (int k = ZC_KIND_TOKENIZER; no_plugins && k <= ZC_KIND_CALLBACK; ++k)
+    no_plugins = provider->component_names(static_cast<zc_kind>(k)).empty();
+  if (no_plugins)
+    errors.push_back({"", std::string(kNoPluginsFound)});
+  if (provider && !no_plugins) {
     std::vector<ConfigError> plugin_errors;
     for (const PluginSection& s : plugin_sections(named, provider)) {
       if (has_error_at_or_under(errors, s.name_path)) continue;
@@ -682,6 +689,8 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
       }
       if (raw_section) section.CopyFrom(*raw_section, section.GetAllocator());
       else if (!section.IsObject()) section.SetObject();
+      // `enabled` is the host's key (merge_callbacks), checked by the built-in schema.
+      if (s.section_path.starts_with("callbacks[") && section.IsObject()) section.RemoveMember("enabled");
       std::string owner = s.kind_word + " '" + s.written_name + "'";
       Walker w{m.yaml11_bools, plugin_errors, false, s.section_path, s.routing_key, owner};
       w.walk(sd, section, s.section_path);

@@ -88,6 +88,20 @@ void flatten(const rapidjson::Value& v, const std::string& path, std::map<std::s
   }
 }
 
+// Two JSON string texts naming the same file: equal, or one relative and
+// equal to the other made absolute against the working directory (a run
+// resumed with its run folder's config.yaml, which records absolute paths).
+bool same_file_path(const std::string& a_json, const std::string& b_json) {
+  rapidjson::Document a, b;
+  a.Parse(a_json.c_str());
+  b.Parse(b_json.c_str());
+  if (!a.IsString() || !b.IsString()) return false;
+  std::error_code ec;
+  const fs::path pa = fs::absolute(a.GetString(), ec).lexically_normal();
+  const fs::path pb = fs::absolute(b.GetString(), ec).lexically_normal();
+  return !ec && pa == pb;
+}
+
 // ---- metrics sink -----------------------------------------------------------
 
 // The keys the engine itself writes into a STEP_END event (a model metric of
@@ -249,6 +263,7 @@ struct Engine::Impl {
   uint64_t best_step = 0;
   double wall_s_before = 0;  // wall time of earlier segments of a resumed run
   bool resumed = false;      // restored from a checkpoint (no step-0 evaluation)
+  bool run_dir_opened = false;  // run() prepared a fresh (not resumed) run folder
   std::string last_train_json = "{}", last_val_json = "{}";
   std::unique_ptr<core::NonfiniteGuard> guard;
 
@@ -323,13 +338,38 @@ struct Engine::Impl {
     }
   }
 
+  // The resolved list: the defaults merged with the config's entries
+  // (HarnessConfig's merge_callbacks), in that order.
   void create_callbacks() {
     const auto& list = cfg.callbacks();
+    // --quiet and --log-format json: no progress bar between the lines
+    // (it would be the only non-JSON, non-warning output on stdout); with
+    // json (and not quiet) the console prints its events as JSON objects.
+    const bool quiet = log::console_quiet();
+    const bool json = log::console_format() == log::Format::Json && !quiet;
+    const bool no_bar = quiet || json;
     for (size_t i = 0; i < list.size(); ++i) {
       const std::string where = "callbacks[" + std::to_string(i) + "].type";
       const auto& cc = registry->require(ZC_KIND_CALLBACK, list[i].type, where);
+      std::string options = list[i].options_json;
+      if (no_bar && list[i].type == "console") {
+        rapidjson::Document d;
+        d.Parse(options.c_str());
+        if (!d.HasParseError() && d.IsObject()) {
+          d.RemoveMember("progress_bar");
+          d.AddMember("progress_bar", "off", d.GetAllocator());
+          if (json) {
+            d.RemoveMember("log_format");
+            d.AddMember("log_format", "json", d.GetAllocator());
+          }
+          rapidjson::StringBuffer sb;
+          rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+          d.Accept(w);
+          options = sb.GetString();
+        }
+      }
       callbacks.emplace_back("callbacks[" + std::to_string(i) + "]." + list[i].type,
-                             StageInstance(cc, args(list[i].options_json, tokenizer.ref(), model.ref())));
+                             StageInstance(cc, args(options, tokenizer.ref(), model.ref())));
     }
   }
 
@@ -495,6 +535,7 @@ struct Engine::Impl {
     std::vector<std::string> fatal;
     auto report = [&](const std::string& path, const std::string& was, const std::string& now) {
       if (path == "overrides") return;
+      if (HarnessConfig::is_path_field(path) && same_file_path(was, now)) return;
       const bool arch = path.rfind("model.", 0) == 0 || path.rfind("data.tokenizer", 0) == 0;
       const std::string line = path + ": checkpoint has " + was + ", config has " + now;
       if (arch) fatal.push_back(line);
@@ -852,13 +893,20 @@ struct Engine::Impl {
 
   void open_run_dir(bool resume, bool overwrite) {
     run_dir = fs::path(cfg.logging().output_dir) / cfg.experiment_name();
-    rundir::prepare(run_dir, resume, overwrite);
+    const bool reused = rundir::prepare(run_dir, resume, overwrite);
+    run_dir_opened = !resume;
     log::open_file(run_dir / "logs" / "console.log");
+    if (reused)
+      log::info("Reusing " + run_dir.string() +
+                ": it holds only config.yaml and logs/ of a start that failed before its first step "
+                "(logs/console.log is appended to)");
     std::string yaml = "# Resolved ZCode config (defaults and --set overrides applied)";
     if (!opts.config_path.empty()) yaml += "; from " + opts.config_path;
     yaml += "\n";
     for (const auto& o : cfg.overrides()) yaml += "# --set " + o + "\n";
-    yaml += cfg.to_yaml();
+    std::error_code ec;
+    const fs::path cwd = fs::current_path(ec);
+    yaml += ec ? cfg.to_yaml() : cfg.to_yaml_absolute_paths(cwd);
     if (!yaml.empty() && yaml.back() != '\n') yaml += "\n";
     ckpt::write_file_atomic(run_dir / "config.yaml", yaml);
   }
@@ -965,8 +1013,14 @@ int Engine::run() {
       std::snprintf(b, sizeof b, "%.4g", m.best_val_loss);
       log::info(std::string("Training complete. Best val loss: ") + (std::isfinite(m.best_val_loss) ? b : "n/a"));
       // Where everything is, last, so a new user knows what to open next.
+      // Only the files this run's callbacks did write (a config may disable
+      // metrics_json or model_card).
       const fs::path ck = m.run_dir / "checkpoints";
-      log::info("Outputs in " + m.run_dir.string() + ": config.yaml, metrics.json, model_card.md, logs/console.log");
+      std::string outputs;
+      std::error_code ec;
+      for (const char* f : {"config.yaml", "metrics.json", "model_card.md", "logs/console.log"})
+        if (fs::is_regular_file(m.run_dir / f, ec)) outputs += std::string(outputs.empty() ? "" : ", ") + f;
+      log::info("Outputs in " + m.run_dir.string() + ": " + outputs);
       if (fs::exists(ck / "latest")) log::info("Latest checkpoint: " + (ck / "latest").string());
     }
     log::close_file();
@@ -979,6 +1033,10 @@ int Engine::run() {
       } catch (...) {
       }
     }
+    // A start that failed before its first step must not block the retry.
+    if (m.run_dir_opened && m.step == 0 && rundir::discard_failed_start(m.run_dir))
+      log::info("No step was trained: " + m.run_dir.string() +
+                " keeps only config.yaml and logs/, and the next run of this config reuses it");
     log::close_file();
     return rc;
   }

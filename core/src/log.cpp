@@ -1,5 +1,8 @@
-// The core logger: console (stderr) + optional file sink + extra sinks.
+// The core logger: console (stdout/stderr by level) + optional file sink + extra sinks.
 #include <zcode/core/log.h>
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +20,8 @@ struct State {
   std::mutex mu;
   Level console = Level::Info;
   bool console_enabled = true;
+  bool quiet = false;
+  Format format = Format::Text;
   std::ofstream file;
   std::filesystem::path file_path;
   Level file_level = Level::Debug;
@@ -71,6 +76,48 @@ void set_console_enabled(bool enabled) {
   state().console_enabled = enabled;
 }
 
+void set_console_quiet(bool quiet) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().quiet = quiet;
+}
+
+bool console_quiet() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  return state().quiet;
+}
+
+void set_console_format(Format format) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().format = format;
+}
+
+Format console_format() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  return state().format;
+}
+
+std::optional<Format> parse_format(std::string_view text) {
+  if (text == "text") return Format::Text;
+  if (text == "json") return Format::Json;
+  return std::nullopt;
+}
+
+std::string format_json(Level level, std::string_view component, std::string_view message) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("level");
+  w.String(level_name(level));
+  if (!component.empty()) {
+    w.Key("component");
+    w.String(component.data(), static_cast<rapidjson::SizeType>(component.size()));
+  }
+  w.Key("message");
+  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
 void open_file(const std::filesystem::path& path, Level level) {
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
@@ -106,10 +153,13 @@ void write(Level level, std::string_view component, std::string_view message) {
   const std::string line = format(level, component, message);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.console_enabled && level >= s.console) {
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fputc('\n', stderr);
-    std::fflush(stderr);
+  if (s.console_enabled && level >= s.console && (!s.quiet || level >= Level::Warn)) {
+    std::FILE* out = level >= Level::Warn ? stderr : stdout;
+    const std::string json = s.format == Format::Json ? format_json(level, component, message) : std::string();
+    const std::string& text = s.format == Format::Json ? json : line;
+    std::fwrite(text.data(), 1, text.size(), out);
+    std::fputc('\n', out);
+    std::fflush(out);
   }
   if (s.file.is_open() && level >= s.file_level) {
     s.file << line << '\n';

@@ -10,7 +10,9 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <initializer_list>
 #include <thread>
 
 namespace zcode::rundir {
@@ -28,10 +30,48 @@ bool is_used(const fs::path& dir) {
   return false;
 }
 
-void prepare(const fs::path& dir, bool resume, bool overwrite) {
+namespace {
+// Does `dir` hold nothing but config.yaml, logs/, an empty checkpoints/ and
+// the files in `also`? (false when `dir` cannot be listed).
+bool only_start_files(const fs::path& dir, std::initializer_list<const char*> also) {
   std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) return false;
+  for (; it != end; it.increment(ec)) {
+    if (ec) return false;
+    const std::string name = it->path().filename().string();
+    if (name == "config.yaml" && it->is_regular_file(ec)) continue;
+    if (name == "logs" && it->is_directory(ec)) continue;
+    if (name == "checkpoints" && it->is_directory(ec) && fs::is_empty(it->path(), ec) && !ec) continue;
+    if (std::find_if(also.begin(), also.end(), [&](const char* a) { return name == a; }) != also.end() &&
+        it->is_regular_file(ec))
+      continue;
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool is_failed_start(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "config.yaml", ec) && only_start_files(dir, {});
+}
+
+bool discard_failed_start(const fs::path& dir) {
+  if (!only_start_files(dir, {"metrics.json", "model_card.md", "trace.json"})) return false;
+  std::error_code ec;
+  for (const char* f : {"metrics.json", "model_card.md", "trace.json"}) fs::remove(dir / f, ec);
+  fs::remove(dir / "checkpoints", ec);  // only when empty (only_start_files checked)
+  return true;
+}
+
+bool prepare(const fs::path& dir, bool resume, bool overwrite) {
+  std::error_code ec;
+  bool reused = false;
   if (is_used(dir) && !resume) {
-    if (!overwrite) {
+    if (!overwrite && is_failed_start(dir)) {
+      reused = true;
+    } else if (!overwrite) {
       std::string found;
       for (const char* f : {"checkpoints", "metrics.json", "config.yaml"})
         if (fs::exists(dir / f, ec)) {
@@ -40,12 +80,14 @@ void prepare(const fs::path& dir, bool resume, bool overwrite) {
         }
       throw RunDirError(dir.string() + ": run folder already used (found " + found +
                         "); pass --resume-from latest to continue or --overwrite to start over");
+    } else {
+      for (const char* f : kRunFiles) fs::remove_all(dir / f, ec);
     }
-    for (const char* f : kRunFiles) fs::remove_all(dir / f, ec);
   }
   fs::create_directories(dir / "logs", ec);
   if (ec) throw RunDirError(dir.string() + ": cannot create the run folder (" + ec.message() + ")");
   if (::access(dir.c_str(), W_OK) != 0) throw RunDirError(dir.string() + ": run folder is not writable");
+  return reused;
 }
 
 std::string cpu_model() {

@@ -2,7 +2,11 @@
 //   zcode_embed CONFIG.yaml
 // Plugins come from ZCODE_PLUGIN_PATH and the installed plugin folder
 // (<prefix>/lib/zcode/plugins, found next to this program only when it is
-// installed into the same prefix; otherwise set ZCODE_PLUGIN_PATH).
+// installed into the same prefix; otherwise set ZCODE_PLUGIN_PATH, e.g.
+// ZCODE_PLUGIN_PATH=/opt/zcode/lib/zcode/plugins). hf://gpt2 needs nothing
+// more: the tokenizer plugin finds <prefix>/share/zcode/assets from its own
+// location. Set ZCODE_ASSETS_DIR only for assets fetched elsewhere
+// (scripts/fetch-assets.sh into a folder of your own).
 #include <zcode/core/config.h>
 #include <zcode/core/engine.h>
 #include <zcode/core/registry.h>

@@ -99,6 +99,7 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.data().batch_size, 8);
   EXPECT_EQ(c.data().tokenizer, "hf://gpt2");
   EXPECT_TRUE(c.data().cross_document_attention);
+  EXPECT_FALSE(c.data().mask_document_boundary);
   EXPECT_EQ(c.optimizer().name, "adamw");
   EXPECT_EQ(c.optimizer().lr, 3e-4);
   EXPECT_EQ(c.optimizer().betas[1], 0.999);
@@ -117,6 +118,84 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.callbacks()[0].type, "console");
   EXPECT_EQ(c.callbacks()[3].type, "model_card");
   EXPECT_EQ(c.callbacks()[1].options_json, "{\"type\":\"metrics_json\"}");
+}
+
+// ---- callbacks: a list adds to the defaults -----------------------------------
+
+Lines callback_options(const HarnessConfig& c) {
+  Lines out;
+  for (const auto& cb : c.callbacks()) out.push_back(cb.options_json);
+  return out;
+}
+
+TEST(Callbacks, ListAddsToTheDefaults) {
+  HarnessConfig c = valid("callbacks:\n  - {type: early_stopping, patience: 2}\n");
+  EXPECT_EQ(callback_options(c), (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})", R"({"type":"checkpoint"})",
+                                        R"({"type":"model_card"})", R"({"type":"early_stopping","patience":2})"}));
+}
+
+TEST(Callbacks, DefaultTypeConfiguresThatOneInPlace) {
+  HarnessConfig c = valid("callbacks:\n  - {type: debugger}\n  - {type: Checkpoint, every: 50}\n");
+  EXPECT_EQ(callback_options(c), (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})",
+                                        R"({"type":"Checkpoint","every":50})", R"({"type":"model_card"})",
+                                        R"({"type":"debugger"})"}));
+  EXPECT_EQ(c.callbacks()[2].type, "checkpoint");
+}
+
+TEST(Callbacks, EnabledFalseRemovesOneAndEnabledIsNotPassedOn) {
+  HarnessConfig c = valid("callbacks:\n  - {type: console, enabled: false}\n  - {type: model_card, enabled: true}\n");
+  EXPECT_EQ(callback_options(c),
+            (Lines{R"({"type":"metrics_json"})", R"({"type":"checkpoint"})", R"({"type":"model_card"})"}));
+}
+
+TEST(Callbacks, ReplaceDefaultsKeepsTheListAsWritten) {
+  HarnessConfig c = valid("callbacks_replace_defaults: true\ncallbacks:\n  - {type: metrics_json}\n");
+  EXPECT_EQ(callback_options(c), (Lines{R"({"type":"metrics_json"})"}));
+  // No list: the defaults, whatever the flag says.
+  EXPECT_EQ(valid("callbacks_replace_defaults: true\n").callbacks().size(), 4u);
+}
+
+TEST(Callbacks, ResolvedListReadsBackUnchanged) {
+  HarnessConfig c = valid("callbacks:\n  - {type: early_stopping}\n  - {type: console, enabled: false}\n");
+  const Lines first = callback_options(c);
+  ASSERT_EQ(first.size(), 4u);
+  HarnessConfig again = HarnessConfig::from_string(c.to_yaml(), "config.yaml");
+  again.validate();
+  EXPECT_EQ(callback_options(again), first);
+}
+
+TEST(Callbacks, EnabledMustBeABoolean) {
+  EXPECT_EQ(errs("callbacks:\n  - {type: console, enabled: 3}\n"),
+            (Lines{"callbacks[0].enabled: expected true or false, found number 3"}));
+}
+
+// ---- the run folder's config.yaml: absolute paths ------------------------------
+
+TEST(AbsolutePaths, RelativeFilePathsAreMadeAbsoluteAndSchemesKept) {
+  HarnessConfig c = HarnessConfig::from_string(
+      "plugin_path: [plug, /opt/p]\ndata:\n  train_path: data/../data/train.jsonl\n  val_path: /abs/val.jsonl\n"
+      "  cache_dir: .cache/t\n  tokenizer: hf://gpt2\nlogging:\n  output_dir: out\n"
+      "model_card:\n  template: card.mustache\n",
+      "p.yaml");
+  c.validate();
+  HarnessConfig back = HarnessConfig::from_string(c.to_yaml_absolute_paths("/work/x"), "config.yaml");
+  back.validate();
+  EXPECT_EQ(back.plugin_path(), (Lines{"/work/x/plug", "/opt/p"}));
+  EXPECT_EQ(back.data().train_path, "/work/x/data/train.jsonl");
+  EXPECT_EQ(back.data().val_path.value_or(""), "/abs/val.jsonl");
+  EXPECT_EQ(back.data().cache_dir.value_or(""), "/work/x/.cache/t");
+  EXPECT_EQ(back.data().tokenizer, "hf://gpt2");
+  EXPECT_EQ(back.logging().output_dir, "/work/x/out");
+  EXPECT_EQ(back.model_card().template_path.value_or(""), "/work/x/card.mustache");
+  // The config itself is unchanged (plugins and state.json see it as written).
+  EXPECT_EQ(c.data().train_path, "data/../data/train.jsonl");
+  // The tokenizer's object form, a relative file.
+  HarnessConfig t = valid("  tokenizer: {type: bpe, path: assets/gpt2}\n");
+  HarnessConfig tb = HarnessConfig::from_string(t.to_yaml_absolute_paths("/b"), "config.yaml");
+  tb.validate();
+  EXPECT_EQ(tb.data().tokenizer, "/b/assets/gpt2");
+  EXPECT_TRUE(HarnessConfig::is_path_field("data.tokenizer.path"));
+  EXPECT_FALSE(HarnessConfig::is_path_field("data.text_field"));
 }
 
 TEST(Load, NumbersInYamlAreNumbers) {
@@ -452,7 +531,9 @@ TEST(Overrides, AppliedBeforeValidationAndRecorded) {
   EXPECT_EQ(c.optimizer().betas[0], 0.9);
   EXPECT_EQ(c.optimizer().betas[1], 0.95);
   EXPECT_EQ(c.optimizer().lr, 1e-3);
-  ASSERT_EQ(c.callbacks().size(), 1u);
+  // A callbacks list adds to the defaults (issue 17): the console entry
+  // configures the default console in its place, the other three stay.
+  ASSERT_EQ(c.callbacks().size(), 4u);
   EXPECT_EQ(c.callbacks()[0].options_json, "{\"type\":\"console\",\"every\":5}");
   const Lines recorded{"data.batch_size=4", "optimizer.betas=[0.9,0.95]", "optimizer.lr=1e-3",
                        "model.type=GLM5pt2", "callbacks[0].type=console", "callbacks.0.every=5"};
@@ -577,6 +658,15 @@ TEST(PluginSchemas, ValidConfigPassesAndPluginDefaultsAreFilled) {
   EXPECT_EQ(parse(c.section_json("data"))["streaming"].GetBool(), false);
   EXPECT_EQ(parse(c.section_json("model"))["norm"].GetString(), std::string("scalenorm"));
   EXPECT_EQ(c.section_json("data.tokenizer"), "{\"path\":\"hf://gpt2\"}");
+}
+
+// No plugin at all (an empty plugin path): one line that says so, not one
+// "no ... plugin named" line per section (ten for the quickstart config).
+TEST(PluginSchemas, EmptyPluginPathIsSaidOnce) {
+  FakeProvider none;
+  EXPECT_EQ(errs("optimizer:\n  name: adamw\ncallbacks:\n  - type: early_stopping\n", &none),
+            (Lines{zcode::kNoPluginsFound}));
+  EXPECT_NE(std::string(zcode::kNoPluginsFound).find("set ZCODE_PLUGIN_PATH"), std::string::npos);
 }
 
 TEST(PluginSchemas, MissingComponentsAreErrorsWithHints) {

@@ -83,6 +83,8 @@ struct TokOptions {
   int32_t offset = 4;
   uint64_t vocab = 260;
   std::string fail_on;
+  uint64_t gap_from = 0;  // > 0: ids in [gap_from, vocab) are unassigned (decode fails as the real tokenizers do)
+  bool declare_gaps = false;  // info_json lists them ("unassigned_ids"); a decode of one is then an internal error
 };
 inline TokOptions g_tok_options;
 inline std::atomic<int> g_tok_concurrent{0};
@@ -93,7 +95,9 @@ class ByteTokenizer : public zcode::sdk::Tokenizer {
   explicit ByteTokenizer(const zcode::sdk::CreateContext&) : o_(g_tok_options) {
     info_ = "{\"name\":\"test-bytes\",\"identity\":\"test-bytes-v1-" + std::to_string(o_.offset) + "\",\"vocab_size\":" +
             std::to_string(o_.vocab) +
-            ",\"specials\":{\"<pad>\":0,\"<bos>\":1,\"<eos>\":2,\"<mask>\":3},\"pad_id\":0,\"bos_id\":1,\"eos_id\":2}";
+            ",\"specials\":{\"<pad>\":0,\"<bos>\":1,\"<eos>\":2,\"<mask>\":3},\"pad_id\":0,\"bos_id\":1,\"eos_id\":2" +
+            (o_.declare_gaps ? ",\"unassigned_ids\":[[" + std::to_string(o_.gap_from) + "," + std::to_string(o_.vocab) + "]]" : "") +
+            "}";
   }
   uint64_t vocab_size() const override { return o_.vocab; }
   void encode(std::string_view text, uint32_t, zcode::sdk::IdSink& out) override {
@@ -112,6 +116,9 @@ class ByteTokenizer : public zcode::sdk::Tokenizer {
     for (size_t i = 0; i < n; ++i) {
       int32_t id = ids[i];
       if (id < 0 || static_cast<uint64_t>(id) >= o_.vocab) throw zcode::sdk::Error(ZC_ERR_INVALID_ARGUMENT, "bad id");
+      if (o_.gap_from > 0 && static_cast<uint64_t>(id) >= o_.gap_from)
+        throw zcode::sdk::Error(o_.declare_gaps ? ZC_ERR_INTERNAL : ZC_ERR_INVALID_ARGUMENT,
+                                "decode: id " + std::to_string(id) + " is not assigned to any token");
       if (id < 4) out.append(names[id]);
       else if (id >= o_.offset && id < o_.offset + 256) out.append(std::string(1, static_cast<char>(id - o_.offset)));
     }

@@ -135,6 +135,38 @@ TEST(JsonlPacking, WindowsEosAndDocIds) {
   EXPECT_EQ(b2->input, b->input);
 }
 
+// data.mask_document_boundary: the target of each <eos> input becomes -1 and
+// leaves the target-token count (the loss denominator), bytes and chars.
+TEST(JsonlPacking, MaskDocumentBoundaryIgnoresTheTargetAfterEachEos) {
+  for (const char* streaming : {"false", "true"}) {
+    TempDir t;
+    write_file(t / "a.jsonl", jsonl_of({"ab", "cde", "f"}));
+    FakeHost host;
+    Plugin p(host);
+    // Stream: a b <eos> c d e <eos> f <eos> = 101 102 2 103 104 105 2 106 2.
+    // max_seq_len 8: one window of all 9 tokens; <eos> inputs at 2 and 6.
+    auto load = [&](const char* mask) {
+      Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
+                              {"batch_size", "1"}, {"shuffle", "false"}, {"streaming", streaming},
+                              {"mask_document_boundary", mask}}),
+               config(8));
+      auto b = l.next();
+      EXPECT_TRUE(b) << streaming;
+      return b ? *b : Batch{};
+    };
+    const Batch off = load("false"), on = load("true");
+    EXPECT_EQ(off.input, (std::vector<int32_t>{101, 102, 2, 103, 104, 105, 2, 106})) << streaming;
+    EXPECT_EQ(off.target, (std::vector<int32_t>{102, 2, 103, 104, 105, 2, 106, 2})) << streaming;
+    EXPECT_EQ(on.input, off.input) << streaming;
+    EXPECT_EQ(on.target, (std::vector<int32_t>{102, 2, -1, 104, 105, 2, -1, 2})) << streaming;
+    EXPECT_EQ(off.tokens, 8) << streaming;
+    EXPECT_EQ(on.tokens, 6) << streaming;  // two <eos> inputs, two targets fewer
+    EXPECT_EQ(off.bytes, 5) << streaming;  // b c d e f
+    EXPECT_EQ(on.bytes, 3) << streaming;   // c and f were the masked targets
+    EXPECT_EQ(on.chars, 3) << streaming;
+  }
+}
+
 TEST(JsonlPacking, ShortTailIsPaddedWithMinusOneTargets) {
   TempDir t;
   write_file(t / "a.jsonl", jsonl_of({"ab", "cde"}));
@@ -484,6 +516,57 @@ TEST(JsonlCache, ReusedThenRebuiltWhenCorruptOrTruncated) {
   Plugin p(h5);
   Loader l(p, h5, o, config(20));
   EXPECT_EQ(l.next()->window(0), stream_of({"changed"}));
+}
+
+// A vocabulary with unassigned ids (a tokenizer trained with marker version
+// 1: learned pieces, then a gap up to the guide's special ids) loads and packs;
+// the gap ids count 0 bytes and the loader says how many there are. The
+// tokenizer declares them (info_json "unassigned_ids"), so none is decoded
+// (a decode of one would fail the load here).
+TEST(JsonlPacking, VocabularyWithUnassignedIdsLoads) {
+  TempDir t;
+  write_file(t / "a.jsonl", jsonl_of({"ab", "cde"}));
+  g_tok_options.vocab = 250001;
+  g_tok_options.gap_from = 260;
+  g_tok_options.declare_gaps = true;
+  FakeHost host;
+  Plugin p(host);
+  std::optional<Batch> b;
+  {
+    Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
+                            {"batch_size", "1"}, {"shuffle", "false"}}),
+             config(6));
+    b = l.next();
+  }
+  g_tok_options = TokOptions{};
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->input, (std::vector<int32_t>{101, 102, 2, 103, 104, 105}));
+  EXPECT_EQ(b->tokens, 6);
+  EXPECT_EQ(b->bytes, 4);
+  EXPECT_TRUE(host.logged("249741 of the tokenizer's 250001 ids are unassigned"));
+}
+
+// A tokenizer that does not declare its gaps: they are found by the failing
+// decode (ZC_ERR_INVALID_ARGUMENT) of each id alone.
+TEST(JsonlPacking, UndeclaredUnassignedIdsAreFoundByDecode) {
+  TempDir t;
+  write_file(t / "a.jsonl", jsonl_of({"ab", "cde"}));
+  g_tok_options.vocab = 300;
+  g_tok_options.gap_from = 260;
+  FakeHost host;
+  Plugin p(host);
+  std::optional<Batch> b;
+  {
+    Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
+                            {"batch_size", "1"}, {"shuffle", "false"}}),
+             config(6));
+    b = l.next();
+  }
+  g_tok_options = TokOptions{};
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->tokens, 6);
+  EXPECT_EQ(b->bytes, 4);
+  EXPECT_TRUE(host.logged("40 of the tokenizer's 300 ids are unassigned"));
 }
 
 TEST(JsonlCache, LargeVocabUsesInt32Storage) {

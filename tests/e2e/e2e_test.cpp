@@ -6,6 +6,7 @@
 //     bit-identical;
 //   - a used run folder is refused; evaluate and generate work on the result.
 #include <zcode/core/checkpoint.h>
+#include <zcode/core/run_dir.h>
 #include <zcode/sdk/safetensors.h>
 
 #include <gtest/gtest.h>
@@ -104,6 +105,33 @@ int wait_for(Proc p) {
 }
 
 int run_host(const std::vector<std::string>& args, const fs::path& log) { return wait_for(start(args, log)); }
+
+// Runs zcode-host in `cwd` with stdout into `out` and stderr into `err`.
+int run_split(const std::vector<std::string>& args, const fs::path& out, const fs::path& err, const fs::path& cwd) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) _exit(126);
+    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(kHost.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(kHost.c_str(), argv.data());
+    _exit(127);
+  }
+  return wait_for(Proc{pid});
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
 
 class E2E : public ::testing::Test {
  protected:
@@ -299,6 +327,112 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
     args.insert(args.end(), flags.begin(), flags.end());
     EXPECT_EQ(run_host(args, dir_ / "strategy.log"), 0) << flags[1] << ": " << slurp(dir_ / "strategy.log");
   }
+}
+
+// Issue 17, item 4: stdout/stderr, --quiet, --log-format json, relative paths
+// recorded absolute, the callbacks list adding to the defaults, the end
+// summary naming only files that exist, and a failed start not blocking the
+// retry. Every run is 2 steps of the nano model; paths are relative to the
+// working directory dir_.
+TEST_F(E2E, OutputStreamsPathsCallbacksAndFailedStart) {
+  auto config = [&](const std::string& name, const std::string& extra) {
+    const fs::path p = dir_ / (name + ".yaml");
+    std::ofstream c(p);
+    c << "experiment_name: " << name << "\nseed: 7\nhardware: {num_threads: 1}\n"
+      << "model: {type: GLM5pt2, variant: nano, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, head_dim: 16,\n"
+      << "        moe_experts: 2, moe_top_k: 1, moe_ffn_hidden: 32, ffn_hidden: 64, max_seq_len: 16}\n"
+      << "data: {train_path: train.jsonl, val_path: val.jsonl, tokenizer: " << (kSrc / "assets/hf/gpt2").string()
+      << ", batch_size: 2, num_workers: 0, cache_dir: cache}\n"
+      << "training: {max_steps: 2, log_every: 1, eval_every: 2, save_every: 2}\n"
+      << "logging: {output_dir: outputs}\nevaluation: {max_batches: 2}\n"
+      << extra;
+    return p.filename().string();
+  };
+  const fs::path out = dir_ / "out.txt", err = dir_ / "err.txt";
+
+  // A start that fails before its first step (a bad record in the train
+  // data) leaves config.yaml and logs/ only; the retry reuses the folder.
+  const std::string good = slurp(dir_ / "train.jsonl");
+  std::ofstream(dir_ / "train.jsonl") << good << "{\"title\": \"no text\"}\n";
+  const std::string plain = config("streams", "");
+  EXPECT_NE(run_split({"run", plain}, out, err, dir_), 0);
+  EXPECT_NE(slurp(err).find("missing field"), std::string::npos) << slurp(err);
+  EXPECT_TRUE(fs::exists(run_dir("streams") / "config.yaml"));
+  std::ofstream(dir_ / "train.jsonl") << good;
+  ASSERT_EQ(run_split({"run", plain}, out, err, dir_), 0) << slurp(out) << slurp(err);
+  const std::string o = slurp(out), e = slurp(err);
+  EXPECT_NE(o.find("[INFO] Reusing "), std::string::npos) << o;
+  // stdout: the step lines and the summary; stderr: no INFO line.
+  EXPECT_NE(o.find("[INFO] Step 1/2 | loss: "), std::string::npos) << o;
+  EXPECT_NE(o.find("Training complete"), std::string::npos) << o;
+  EXPECT_EQ(e.find("[INFO]"), std::string::npos) << e;
+  EXPECT_NE(o.find(": config.yaml, metrics.json, model_card.md, logs/console.log"), std::string::npos) << o;
+  // config.yaml records the relative paths made absolute (hf:// would stay).
+  const std::string yaml = slurp(run_dir("streams") / "config.yaml");
+  for (const char* f : {"train.jsonl", "val.jsonl", "cache", "outputs"})
+    EXPECT_NE(yaml.find((dir_ / f).lexically_normal().string()), std::string::npos) << f << "\n" << yaml;
+
+  // --quiet: nothing on stdout; logs/console.log keeps everything.
+  ASSERT_EQ(run_split({"run", plain, "--overwrite", "--quiet"}, out, err, dir_), 0) << slurp(err);
+  EXPECT_EQ(slurp(out), "");
+  EXPECT_NE(slurp(run_dir("streams") / "logs/console.log").find("Step 2/2 | loss: "), std::string::npos);
+
+  // --log-format json, with callbacks that add to and remove from the defaults.
+  const std::string cbs = config("json", "callbacks:\n  - {type: model_card, enabled: false}\n"
+                                         "  - {type: early_stopping, patience: 5}\n");
+  ASSERT_EQ(run_split({"run", cbs, "--log-format", "json"}, out, err, dir_), 0) << slurp(err);
+  // Every stdout line is an object: a log line (level, message) or a
+  // console event (event: step|eval, step, max_steps and the metrics).
+  bool step_event = false, eval_event = false, outputs_line = false;
+  for (const std::string& l : lines_of(slurp(out))) {
+    rapidjson::Document d;
+    d.Parse(l.c_str());
+    ASSERT_TRUE(!d.HasParseError() && d.IsObject()) << l;
+    if (d.HasMember("event")) {
+      ASSERT_TRUE(d["event"].IsString() && d["step"].IsUint64() && d["max_steps"].IsUint64()) << l;
+      EXPECT_EQ(d["max_steps"].GetUint64(), 2u) << l;
+      const std::string ev = d["event"].GetString();
+      if (ev == "step" && d["step"].GetUint64() == 1) step_event = d["loss"].IsNumber() && d["lr"].IsNumber();
+      if (ev == "eval" && d["step"].GetUint64() == 2) eval_event = d["loss"].IsNumber() && d["perplexity"].IsNumber();
+      continue;
+    }
+    ASSERT_TRUE(d["level"].IsString() && d["message"].IsString()) << l;
+    const std::string m = d["message"].GetString();
+    EXPECT_NE(m.rfind("Step 1/2 | loss: ", 0), 0u) << "the text step line is DEBUG in json mode: " << l;
+    if (m.rfind("Outputs in ", 0) == 0) {
+      outputs_line = true;
+      EXPECT_NE(m.find(": config.yaml, metrics.json, logs/console.log"), std::string::npos) << m;
+    }
+  }
+  EXPECT_TRUE(step_event) << slurp(out);
+  EXPECT_TRUE(eval_event) << slurp(out);
+  EXPECT_TRUE(outputs_line) << slurp(out);
+  EXPECT_NE(slurp(run_dir("json") / "logs/console.log").find("[DEBUG] Step 1/2 | loss: "), std::string::npos);
+  EXPECT_TRUE(fs::exists(run_dir("json") / "metrics.json"));  // a default kept
+  EXPECT_FALSE(fs::exists(run_dir("json") / "model_card.md"));  // a default removed
+  EXPECT_TRUE(fs::exists(run_dir("json") / "checkpoints/latest"));
+}
+
+TEST(RunDir, FailedStartIsReusedAndAnythingElseRefused) {
+  const fs::path d = fs::temp_directory_path() / ("zcode_rundir_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d / "logs");
+  std::ofstream(d / "config.yaml") << "x: 1\n";
+  std::ofstream(d / "metrics.json") << "{}\n";  // the step-0 evaluation of a failed start
+  fs::create_directories(d / "checkpoints");
+  EXPECT_FALSE(zcode::rundir::is_failed_start(d));
+  EXPECT_TRUE(zcode::rundir::discard_failed_start(d));
+  EXPECT_FALSE(fs::exists(d / "metrics.json"));
+  EXPECT_FALSE(fs::exists(d / "checkpoints"));
+  EXPECT_TRUE(fs::exists(d / "config.yaml"));
+  EXPECT_TRUE(zcode::rundir::is_failed_start(d));
+  EXPECT_TRUE(zcode::rundir::prepare(d, false, false));  // reused, not refused
+  // A checkpoint makes it a used folder again: refused, and never discarded.
+  fs::create_directories(d / "checkpoints/step_1");
+  EXPECT_FALSE(zcode::rundir::discard_failed_start(d));
+  EXPECT_TRUE(fs::exists(d / "checkpoints/step_1"));
+  EXPECT_THROW(zcode::rundir::prepare(d, false, false), zcode::rundir::RunDirError);
+  fs::remove_all(d);
 }
 
 void expect_same_run(E2E* t, const std::vector<std::pair<uint64_t, double>>& a, const std::vector<std::pair<uint64_t, double>>& b,

@@ -52,6 +52,41 @@ TEST(Log, FileSinkKeepsDebugConsoleLevelFiltersConsoleOnly) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 17: INFO to stdout, WARN/ERROR to stderr (so `run ... > log` keeps the
+// training log), --quiet and --log-format json; the file sink stays text.
+TEST(Log, InfoToStdoutWarningsToStderrQuietAndJson) {
+  auto dir = std::filesystem::temp_directory_path() / ("zcode_log_streams_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  log::open_file(dir / "console.log");
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  log::info("Step 1/2 | loss: 3.5");
+  log::write(log::Level::Warn, "jsonl", "skipped 1 record");
+  log::set_console_quiet(true);
+  log::info("hidden");
+  log::error("shown");
+  log::set_console_quiet(false);
+  log::set_console_format(log::Format::Json);
+  log::write(log::Level::Info, "bpe", "say \"hi\"\nback\\slash");
+  log::error("bad");
+  log::set_console_format(log::Format::Text);
+  const std::string out = testing::internal::GetCapturedStdout();
+  const std::string err = testing::internal::GetCapturedStderr();
+  log::close_file();
+  EXPECT_EQ(out, "[INFO] Step 1/2 | loss: 3.5\n"
+                 "{\"level\":\"INFO\",\"component\":\"bpe\",\"message\":\"say \\\"hi\\\"\\nback\\\\slash\"}\n");
+  EXPECT_EQ(err, "[WARN] jsonl: skipped 1 record\n[ERROR] shown\n{\"level\":\"ERROR\",\"message\":\"bad\"}\n");
+  std::ifstream f(dir / "console.log");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_EQ(ss.str(), "[INFO] Step 1/2 | loss: 3.5\n[WARN] jsonl: skipped 1 record\n[INFO] hidden\n[ERROR] shown\n"
+                      "[INFO] bpe: say \"hi\"\nback\\slash\n[ERROR] bad\n");
+  EXPECT_EQ(log::parse_format("json"), log::Format::Json);
+  EXPECT_EQ(log::parse_format("text"), log::Format::Text);
+  EXPECT_FALSE(log::parse_format("yaml").has_value());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Log, OpenFileInAMissingPlaceThrowsNamingIt) {
   try {
     log::open_file("/proc/zcode-no-such-dir/console.log");

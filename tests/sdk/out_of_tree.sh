@@ -19,6 +19,34 @@ test -f "$prefix/include/zcode/abi.h"
 test -f "$prefix/lib/cmake/ZCodeSDK/ZCodeSDKConfig.cmake"
 test -f "$prefix/lib/cmake/ZCode/ZCodeConfig.cmake"
 
+echo "== the installed layout is self-contained: no source or build path in a binary"
+# (GCC may store a short literal as immediates, which `strings` cannot see: the check that
+# counts is the behavioural one below, where a baked source path would be searched first.)
+for f in "$prefix/bin/zcode-host" "$prefix"/lib/zcode/plugins/*.so; do
+  for tree in "$(cd "$src" && pwd -P)" "$(cd "$build" && pwd -P)" "$src" "$build"; do
+    if strings -a "$f" | grep -qF "$tree"; then
+      echo "FAIL: $f contains the path $tree:"; strings -a "$f" | grep -F "$tree" | head -5; exit 1
+    fi
+  done
+done
+if [ -f "$src/assets/hf/gpt2/vocab.json" ] && [ -f "$src/assets/hf/llama2/tokenizer.json" ]; then
+  test -f "$prefix/share/zcode/assets/hf/gpt2/vocab.json"
+  test -f "$prefix/share/zcode/assets/hf/llama2/tokenizer.json"
+  # Moved elsewhere, with no variable, hub cache or home assets to fall back on, the installed
+  # host still resolves hf://gpt2 and hf://llama2 from its own share/zcode/assets.
+  moved="$work/moved"
+  cp -a "$prefix" "$moved"
+  mkdir -p "$work/home"
+  for name in gpt2 llama2; do
+    info=$(cd "$work" && env -u ZCODE_PLUGIN_PATH -u ZCODE_ASSETS_DIR -u HF_HOME -u HF_HUB_CACHE -u XDG_DATA_HOME \
+           HOME="$work/home" "$moved/bin/zcode-host" tokenize --tokenizer "hf://$name" --info)
+    echo "$info" | grep -F "file: $moved/share/zcode/assets/hf/$name/" || { echo "FAIL: hf://$name: $info"; exit 1; }
+  done
+  rm -rf "$moved"
+else
+  echo "SKIP: assets not fetched (scripts/fetch-assets.sh): the installed hf://gpt2 is not checked"
+fi
+
 echo "== out-of-tree plugin: examples/plugins/hello_callback (find_package(ZCodeSDK))"
 cmake -S "$src/examples/plugins/hello_callback" -B "$work/hello" "${flags[@]}" >"$work/hello.log" 2>&1 || { cat "$work/hello.log"; exit 1; }
 cmake --build "$work/hello" >>"$work/hello.log" 2>&1 || { cat "$work/hello.log"; exit 1; }

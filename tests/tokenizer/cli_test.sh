@@ -21,9 +21,40 @@ grep -q "unigram vocabulary of 600 pieces" "$W/train.log" || fail "train output:
 [ -f "$W/tok/tokenizer.model" ] && [ -f "$W/tok/zcode_tokenizer.json" ] || fail "model or marker missing"
 
 "$HOST" tokenize --tokenizer "$W/tok" --info --moe-experts 2 > "$W/info.txt"
-for want in $'0\t<pad>' $'1\t<bos>' $'2\t<eos>' $'3\t<mask>' $'1000\t<expert_0>' $'1001\t<expert_1>' $'250000\t<image>' 'vocab_size: 250001'; do
+# Marker version 2 (issue 17): the specials missing from the 600 learned pieces follow them, so the
+# vocabulary has no gap (version 1 put <expert_i> at 1000 + i and <image> at 250000: 250001 rows).
+grep -q '"version":2' "$W/tok/zcode_tokenizer.json" || fail "marker: $(cat "$W/tok/zcode_tokenizer.json")"
+for want in $'0\t<pad>' $'1\t<bos>' $'2\t<eos>' $'3\t<mask>' $'600\t<expert_0>' $'601\t<expert_1>' $'602\t<image>' 'vocab_size: 603'; do
   grep -qF "$want" "$W/info.txt" || fail "--info lacks '$want': $(cat "$W/info.txt")"
 done
+# A tokenizer trained before (marker version 1) keeps its ids.
+mkdir -p "$W/tok_v1" && cp "$W/tok/tokenizer.model" "$W/tok_v1/"
+sed 's/"version":2/"version":1/' "$W/tok/zcode_tokenizer.json" > "$W/tok_v1/zcode_tokenizer.json"
+"$HOST" tokenize --tokenizer "$W/tok_v1" --info --moe-experts 2 > "$W/info_v1.txt"
+for want in $'1000\t<expert_0>' $'1001\t<expert_1>' $'250000\t<image>' 'vocab_size: 250001'; do
+  grep -qF "$want" "$W/info_v1.txt" || fail "v1 --info lacks '$want': $(cat "$W/info_v1.txt")"
+done
+
+# Both train: a few steps of a tiny model on each (the v1 vocabulary has 249398 unassigned ids,
+# which the data loader failed on before issue 17: "decode: id 603 is not assigned to any token").
+for t in tok tok_v1; do
+  cat > "$W/run_$t.yaml" <<YAML
+experiment_name: spm_$t
+hardware: {num_threads: 1}
+model: {type: GLM5pt2, variant: nano, d_model: 16, n_layers: 1, n_heads: 1, n_kv_heads: 1, head_dim: 16,
+        moe_experts: 2, moe_top_k: 1, moe_ffn_hidden: 16, ffn_hidden: 32, max_seq_len: 16}
+data: {train_path: $W/docs.jsonl, val_path: $W/docs.jsonl, tokenizer: {type: sentencepiece, path: $W/$t},
+       batch_size: 2, num_workers: 0,
+       cache_dir: $W/cache}
+training: {max_steps: 2, log_every: 1, eval_every: 2, save_every: 2, eval_at_start: false}
+evaluation: {max_batches: 1}
+logging: {output_dir: $W/outputs}
+YAML
+  "$HOST" run "$W/run_$t.yaml" > "$W/run_$t.log" 2>&1 || fail "training on $t: $(tail -5 "$W/run_$t.log")"
+  grep -q "Step 2/2 | loss: " "$W/run_$t.log" || fail "no step 2 on $t: $(cat "$W/run_$t.log")"
+done
+grep -q "Tokenizer: sentencepiece (vocab size 603)" "$W/run_tok.log" || fail "v2 vocab: $(grep Tokenizer "$W/run_tok.log")"
+grep -q "unassigned" "$W/run_tok_v1.log" || fail "v1 run does not report the unassigned ids"
 
 ids="$("$HOST" tokenize --tokenizer "$W/tok" "The quick brown fox.")"
 [ -n "$ids" ] || fail "no ids"

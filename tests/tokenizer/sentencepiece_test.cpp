@@ -90,6 +90,41 @@ TEST(SentencePiece, TrainedMarkerUsesGuideIds) {
   EXPECT_NE(tok.info().find("\"trained_by_zcode\":true"), std::string::npos);
 }
 
+// Marker version 2 (what `tokenizer train` writes since issue 17): the
+// specials missing from the 800 pieces follow them, so there is no gap.
+TEST(SentencePiece, TrainedMarkerVersion2AppendsAfterTheVocabulary) {
+  REQUIRE_FORTUNES();
+  std::ofstream(model_dir() / "zcode_tokenizer.json") << R"({"trained_by":"zcode","version":2})";
+  zt::Tok tok(sp(), opts(), "{\"model\":{\"moe_experts\":3}}");
+  fs::remove(model_dir() / "zcode_tokenizer.json");
+  EXPECT_EQ(tok.token_to_id("<expert_0>"), 800);
+  EXPECT_EQ(tok.token_to_id("<expert_2>"), 802);
+  EXPECT_EQ(tok.token_to_id("<image>"), 803);
+  EXPECT_EQ(tok.vocab_size(), 804u);
+  EXPECT_NE(tok.info().find("\"unassigned_ids\":[]"), std::string::npos) << tok.info();
+}
+
+TEST(SentencePiece, VersionOneMarkerDeclaresItsGapsAndABadVersionIsAnError) {
+  REQUIRE_FORTUNES();
+  std::ofstream(model_dir() / "zcode_tokenizer.json") << R"({"trained_by":"zcode","version":1})";
+  {
+    zt::Tok tok(sp(), opts(), "{\"model\":{\"moe_experts\":3}}");
+    // 800 pieces, experts at 1000..1002, <image> at 250000.
+    EXPECT_NE(tok.info().find("\"unassigned_ids\":[[800,1000],[1003,250000]]"), std::string::npos) << tok.info();
+  }
+  std::ofstream(model_dir() / "zcode_tokenizer.json") << R"({"trained_by":"zcode","version":7})";
+  try {
+    zt::Tok bad(sp(), opts(), "{\"model\":{\"moe_experts\":3}}");
+    ADD_FAILURE() << "a marker of version 7 was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("zcode_tokenizer.json: \"version\": expected 1..2 (written by zcode-host "
+                                         "tokenizer train), found number 7"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove(model_dir() / "zcode_tokenizer.json");
+}
+
 TEST(SentencePiece, SamplingIsSeededAndVaries) {
   REQUIRE_FORTUNES();
   const std::string text = "Subword regularization samples among the segmentations of the same sentence.";

@@ -26,7 +26,11 @@ int64_t positive_option(const Options& o, const char* key, int64_t fallback, con
 /// `console`: one line per `every` steps (default training.log_every):
 /// `[INFO] Step 10/500 | loss: 3.2100 | lr: 0.0005 | grad_norm: 0.92 | tokens/s: 1234 | data_wait: 3% |
 ///  moe_load: 0.10-0.15 | dropped: 0.0% | ETA 0:01:23`; on a TTY a live
-/// progress bar on stderr between those lines; one line per evaluation.
+/// progress bar on stdout between those lines; one line per evaluation.
+/// `log_format: json` (set by the host for `--log-format json`): those lines
+/// go to the log at DEBUG (logs/console.log keeps them) and stdout gets one
+/// JSON object per line instead, written with RapidJSON's Writer:
+/// {"event":"step"|"eval","step":N,"max_steps":M, <the event's metrics>}.
 class Console : public Callback {
  public:
   explicit Console(const CreateContext& ctx);
@@ -37,6 +41,9 @@ class Console : public Callback {
   int64_t every_;
   bool bar_;
   bool bar_shown_ = false;
+  bool json_ = false;
+  /// Writes {"event": kind, "step", "max_steps", metrics...} and a newline to stdout.
+  void print_json(const char* kind, const zc_event& e, const rapidjson::Value& metrics) const;
 };
 
 /// `metrics_json`: writes `<run>/metrics.json` atomically after each

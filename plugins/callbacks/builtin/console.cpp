@@ -3,8 +3,12 @@
 
 #include <unistd.h>
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 namespace zcode::callbacks {
 
@@ -14,7 +18,34 @@ Console::Console(const CreateContext& ctx) : host_(ctx.host()) {
   const std::string bar = ctx.options().get<std::string>("progress_bar", "auto");
   if (bar != "auto" && bar != "on" && bar != "off")
     invalid_argument("callbacks.console.progress_bar: expected auto, on or off, found \"" + bar + "\"");
-  bar_ = bar == "on" || (bar == "auto" && ::isatty(STDERR_FILENO));
+  bar_ = bar == "on" || (bar == "auto" && ::isatty(STDOUT_FILENO));  // the bar goes with the step lines
+  const std::string format = ctx.options().get<std::string>("log_format", "text");
+  if (format != "text" && format != "json")
+    invalid_argument("callbacks.console.log_format: expected text or json, found \"" + format + "\"");
+  json_ = format == "json";
+  if (json_) bar_ = false;
+}
+
+void Console::print_json(const char* kind, const zc_event& e, const rapidjson::Value& metrics) const {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("event");
+  w.String(kind);
+  w.Key("step");
+  w.Uint64(e.step);
+  w.Key("max_steps");
+  w.Uint64(e.max_steps);
+  for (auto it = metrics.MemberBegin(); it != metrics.MemberEnd(); ++it) {
+    const std::string_view k(it->name.GetString(), it->name.GetStringLength());
+    if (k == "event" || k == "step" || k == "max_steps") continue;
+    w.Key(it->name.GetString(), it->name.GetStringLength());
+    it->value.Accept(w);
+  }
+  w.EndObject();
+  std::fwrite(sb.GetString(), 1, sb.GetSize(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
 }
 
 namespace {
@@ -32,7 +63,7 @@ uint32_t Console::on_event(const zc_event& e) {
     auto m = parse_metrics(e.metrics_json);
     const bool line = e.step % static_cast<uint64_t>(every_) == 0 || e.step == 1 || e.step == e.max_steps;
     if (bar_ && bar_shown_ && line) {
-      std::fputs("\r\033[K", stderr);
+      std::fputs("\r\033[K", stdout);
       bar_shown_ = false;
     }
     if (line) {
@@ -58,21 +89,22 @@ uint32_t Console::on_event(const zc_event& e) {
       }
       if (num(m, "skipped", 0) > 0) s += " | SKIPPED (non-finite)";
       s += " | ETA " + eta(num(m, "eta_s", NAN));
-      host_.log(ZC_LOG_INFO, "", s);
+      if (json_) print_json("step", e, m);
+      host_.log(json_ ? ZC_LOG_DEBUG : ZC_LOG_INFO, "", s);
     } else if (bar_) {
       const int width = 30;
       const double frac = e.max_steps ? static_cast<double>(e.step) / static_cast<double>(e.max_steps) : 0;
       const int fill = static_cast<int>(frac * width);
       std::string bar(static_cast<size_t>(fill), '=');
       bar.resize(width, ' ');
-      std::fprintf(stderr, "\r[%s] %llu/%llu loss %.4f ETA %s\033[K", bar.c_str(), static_cast<unsigned long long>(e.step),
+      std::fprintf(stdout, "\r[%s] %llu/%llu loss %.4f ETA %s\033[K", bar.c_str(), static_cast<unsigned long long>(e.step),
                    static_cast<unsigned long long>(e.max_steps), num(m, "loss", NAN), eta(num(m, "eta_s", NAN)).c_str());
-      std::fflush(stderr);
+      std::fflush(stdout);
       bar_shown_ = true;
     }
   } else if (e.kind == ZC_EVENT_EVAL_END) {
     if (bar_ && bar_shown_) {
-      std::fputs("\r\033[K", stderr);
+      std::fputs("\r\033[K", stdout);
       bar_shown_ = false;
     }
     auto m = parse_metrics(e.metrics_json);
@@ -81,15 +113,17 @@ uint32_t Console::on_event(const zc_event& e) {
       std::snprintf(b, sizeof b, "Step 0/%llu | val_loss: %.4f | val_ppl: %.4g | bits/byte: %.4f",
                     static_cast<unsigned long long>(e.max_steps), num(m, "loss", NAN), num(m, "perplexity", NAN),
                     num(m, "bits_per_byte", NAN));
-      host_.log(ZC_LOG_INFO, "", b);
+      if (json_) print_json("eval", e, m);
+      host_.log(json_ ? ZC_LOG_DEBUG : ZC_LOG_INFO, "", b);
       return 0;
     }
     std::snprintf(b, sizeof b, "Eval at step %llu | val loss: %.4f | perplexity: %.4g | bits/byte: %.4f | accuracy: %.4f",
                   static_cast<unsigned long long>(e.step), num(m, "loss", NAN), num(m, "perplexity", NAN),
                   num(m, "bits_per_byte", NAN), num(m, "accuracy", NAN));
-    host_.log(ZC_LOG_INFO, "", b);
+    if (json_) print_json("eval", e, m);
+    host_.log(json_ ? ZC_LOG_DEBUG : ZC_LOG_INFO, "", b);
   } else if (e.kind == ZC_EVENT_TEARDOWN && bar_ && bar_shown_) {
-    std::fputs("\r\033[K", stderr);
+    std::fputs("\r\033[K", stdout);
     bar_shown_ = false;
   }
   return 0;

@@ -14,7 +14,7 @@ namespace {
 void pad_rows(BatchSlot& s, const PackSpec& spec, uint64_t from) {
   for (uint64_t r = from; r < static_cast<uint64_t>(spec.batch); ++r) {
     size_t o = r * static_cast<size_t>(spec.seq);
-    fill_row<int32_t>(nullptr, 0, spec.seq, spec.pad, spec.eos, *spec.lengths, s.input.data() + o,
+    fill_row<int32_t>(nullptr, 0, spec.seq, spec.pad, spec.eos, spec.mask_eos, *spec.lengths, s.input.data() + o,
                       s.target.data() + o, spec.doc_ids ? s.doc.data() + o : nullptr, s.counts);
   }
 }
@@ -71,10 +71,10 @@ void MemmapSource::fill(BatchSlot& s) {
     int32_t* doc = spec_.doc_ids ? s.doc.data() + o : nullptr;
     if (cache_.token_bytes() == 2)
       fill_row(static_cast<const uint16_t*>(cache_.tokens()) + start, len, spec_.seq, spec_.pad, spec_.eos,
-               *spec_.lengths, s.input.data() + o, s.target.data() + o, doc, s.counts);
+               spec_.mask_eos, *spec_.lengths, s.input.data() + o, s.target.data() + o, doc, s.counts);
     else
       fill_row(static_cast<const int32_t*>(cache_.tokens()) + start, len, spec_.seq, spec_.pad, spec_.eos,
-               *spec_.lengths, s.input.data() + o, s.target.data() + o, doc, s.counts);
+               spec_.mask_eos, *spec_.lengths, s.input.data() + o, s.target.data() + o, doc, s.counts);
   }
   pad_rows(s, spec_, s.rows);
 }
@@ -181,7 +181,7 @@ bool StreamSource::plan(BatchSlot& s) {
     }
     const std::vector<int32_t>& w = block_[order_[cur_.block_used++]];
     size_t o = s.rows * static_cast<size_t>(spec_.seq);
-    fill_row(w.data(), w.size(), spec_.seq, spec_.pad, spec_.eos, *spec_.lengths, s.input.data() + o,
+    fill_row(w.data(), w.size(), spec_.seq, spec_.pad, spec_.eos, spec_.mask_eos, *spec_.lengths, s.input.data() + o,
              s.target.data() + o, spec_.doc_ids ? s.doc.data() + o : nullptr, s.counts);
     ++s.rows;
   }

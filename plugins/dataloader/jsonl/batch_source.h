@@ -54,6 +54,7 @@ struct PackSpec {
   int32_t seq = 1;           // max_seq_len; windows hold seq + 1 tokens
   int32_t pad = 0, eos = 2;
   bool doc_ids = false;      // cross_document_attention: false
+  bool mask_eos = false;     // mask_document_boundary: the target of each <eos> is -1
   bool finite = false;       // val: one pass, then end
   bool shuffle = true;
   uint64_t seed = 0;         // derive_seed("data/<split>")

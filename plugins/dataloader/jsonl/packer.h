@@ -9,11 +9,17 @@
 // lies in exactly one window. doc_ids[j] numbers the documents within the row
 // (0 for the first, partial or not): a new document starts after each <eos>
 // input; padding positions form one more document of their own.
+//
+// With data.mask_document_boundary (`mask_eos`), the target of each <eos>
+// input is -1: the prediction of the next document's first token from the end
+// of the previous one is not trained (torchtitan PR 2560) and is not counted
+// in the row's target tokens, bytes or characters.
 #pragma once
 
 #include <zcode/sdk/stages.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace zcode::data {
@@ -28,12 +34,19 @@ struct TokenLengths {
   /// Per id: bytes in the low 16 bits, code points in the high 16 (one
   /// load per target in the packing loop; a token's text is < 64 KiB).
   std::vector<uint32_t> packed;  // [vocab]
+  /// Ids the tokenizer could not decode alone (unassigned; length 0).
+  uint64_t unassigned = 0;
   uint32_t bytes(int32_t id) const { return packed[id] & 0xFFFFu; }
   uint32_t chars(int32_t id) const { return packed[id] >> 16; }
-  /// Decodes every id in [0, vocab) once. `specials`: ids that count 0.
-  /// Throws the tokenizer's error (StatusError) when a decode fails, and
+  /// Decodes every id in [0, vocab) once. `specials`: ids that count 0, as
+  /// do ids the tokenizer rejects as invalid arguments (unassigned ids of a
+  /// vocabulary with gaps; counted in `unassigned`). Throws the tokenizer's
+  /// error (StatusError) when a decode fails otherwise, and
   /// Error(ZC_ERR_UNSUPPORTED) for a token text of 64 KiB or more.
-  static TokenLengths build(const sdk::TokenizerRef& tok, uint64_t vocab, const std::vector<int32_t>& specials);
+  /// `unassigned`: half-open [first, end) id ranges the tokenizer's info_json
+  /// declares unassigned ("unassigned_ids"): length 0, not decoded.
+  static TokenLengths build(const sdk::TokenizerRef& tok, uint64_t vocab, const std::vector<int32_t>& specials,
+                            const std::vector<std::pair<uint64_t, uint64_t>>& unassigned = {});
 };
 
 /// Counts of one batch for the loss normaliser and bits-per-byte.
@@ -45,16 +58,23 @@ struct RowCounts {
 
 /// Fills one row from window `w` [len] (len <= T + 1) of token type Tok
 /// (uint16_t or int32_t). `doc` may be nullptr (cross-document attention
-/// allowed). Adds the row's targets to `counts`.
+/// allowed). `mask_eos`: the target after each `eos` input is -1 (ignored).
+/// Adds the row's targets (those != -1) to `counts`.
 template <class Tok>
-void fill_row(const Tok* w, size_t len, int32_t seq, int32_t pad, int32_t eos, const TokenLengths& lengths,
-              int32_t* input, int32_t* target, int32_t* doc, RowCounts& counts) {
-  size_t n = len > 0 ? len - 1 : 0;  // positions with a real target
+void fill_row(const Tok* w, size_t len, int32_t seq, int32_t pad, int32_t eos, bool mask_eos,
+              const TokenLengths& lengths, int32_t* input, int32_t* target, int32_t* doc, RowCounts& counts) {
+  size_t n = len > 0 ? len - 1 : 0;  // positions with a target from the window
   const uint32_t* len_of = lengths.packed.data();
-  int64_t bytes = 0, chars = 0;
+  int64_t bytes = 0, chars = 0, masked = 0;
   for (size_t j = 0; j < n; ++j) {
+    int32_t in = static_cast<int32_t>(w[j]);
     int32_t t = static_cast<int32_t>(w[j + 1]);
-    input[j] = static_cast<int32_t>(w[j]);
+    input[j] = in;
+    if (mask_eos && in == eos) {
+      target[j] = -1;
+      ++masked;
+      continue;
+    }
     target[j] = t;
     uint32_t l = len_of[t];
     bytes += l & 0xFFFFu;
@@ -80,7 +100,7 @@ void fill_row(const Tok* w, size_t len, int32_t seq, int32_t pad, int32_t eos, c
     }
     for (size_t j = filled; j < static_cast<size_t>(seq); ++j) doc[j] = d + (filled > 0 ? 1 : 0);
   }
-  counts.target_tokens += static_cast<int64_t>(n);
+  counts.target_tokens += static_cast<int64_t>(n) - masked;
   counts.target_bytes += bytes;
   counts.target_chars += chars;
 }

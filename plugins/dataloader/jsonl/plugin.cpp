@@ -70,6 +70,7 @@ const std::vector<std::string>& known_keys() {
   static const std::vector<std::string> k = {
       "train_path", "val_path", "train_shard_pattern", "tokenizer", "loader", "batch_size", "prefetch_factor",
       "num_workers", "text_field", "on_bad_record", "val_fraction", "cache_dir", "cross_document_attention",
+      "mask_document_boundary",
       "streaming", "streaming_threshold_bytes", "shuffle", "shuffle_block"};
   return k;
 }
@@ -101,6 +102,7 @@ class JsonlLoader : public sdk::DataLoader {
     spec_.pad = pad_id_;
     spec_.eos = eos_id_;
     spec_.doc_ids = !cross_doc_;
+    spec_.mask_eos = mask_boundary_;
     spec_.finite = split_ == "val";
     spec_.shuffle = shuffle_;
     spec_.seed = host_.derive_seed(("data/" + split_).c_str());
@@ -272,6 +274,7 @@ class JsonlLoader : public sdk::DataLoader {
       throw Error(ZC_ERR_INVALID_ARGUMENT, "data.val_fraction: " + std::to_string(val_fraction_) + ", expected 0 <= x < 1");
     cache_dir_ = o.get<std::string>("cache_dir", "");
     cross_doc_ = o.get<bool>("cross_document_attention", true);
+    mask_boundary_ = o.get<bool>("mask_document_boundary", false);
     shuffle_ = o.get<bool>("shuffle", true);
     shuffle_block_ = o.get<uint64_t>("shuffle_block", 1024);
     if (shuffle_block_ < 1) throw Error(ZC_ERR_INVALID_ARGUMENT, "data.shuffle_block: 0, expected >= 1");
@@ -322,7 +325,17 @@ class JsonlLoader : public sdk::DataLoader {
       auto it = d.FindMember(k);
       if (it != d.MemberEnd() && it->value.IsInt()) specials.push_back(it->value.GetInt());
     }
-    lengths_ = TokenLengths::build(tok_, vocab_, specials);
+    // Unassigned ids the tokenizer declares (tokenizer_common's Specials);
+    // without the list, build() finds them by their failing decode.
+    std::vector<std::pair<uint64_t, uint64_t>> unassigned;
+    if (auto u = d.FindMember("unassigned_ids"); u != d.MemberEnd() && u->value.IsArray())
+      for (const auto& r : u->value.GetArray())
+        if (r.IsArray() && r.Size() == 2 && r[0].IsUint64() && r[1].IsUint64())
+          unassigned.emplace_back(r[0].GetUint64(), r[1].GetUint64());
+    lengths_ = TokenLengths::build(tok_, vocab_, specials, unassigned);
+    if (lengths_.unassigned > 0)
+      host_.info("jsonl", "data (" + split_ + "): " + std::to_string(lengths_.unassigned) + " of the tokenizer's " +
+                              std::to_string(vocab_) + " ids are unassigned (no token; they never occur in the data)");
   }
 
   void resolve_inputs(const sdk::Options& o) {
@@ -533,7 +546,7 @@ class JsonlLoader : public sdk::DataLoader {
   std::string split_;
   int32_t batch_size_ = 8, prefetch_factor_ = 2, num_workers_ = 1, seq_ = 0;
   std::string text_field_, cache_dir_, streaming_opt_ = "auto", option_;
-  bool skip_bad_ = false, cross_doc_ = true, shuffle_ = true, streaming_ = false, cache_hit_ = false;
+  bool skip_bad_ = false, cross_doc_ = true, mask_boundary_ = false, shuffle_ = true, streaming_ = false, cache_hit_ = false;
   double val_fraction_ = 0;
   uint64_t shuffle_block_ = 1024, streaming_threshold_ = 0, vocab_ = 0;
   int32_t pad_id_ = 0, eos_id_ = 0;

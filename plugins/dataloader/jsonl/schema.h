@@ -22,6 +22,7 @@ inline constexpr const char* kDataSchema = R"JSON({
     "val_fraction": {"type": "number", "minimum": 0, "maximum": 1, "default": 0, "description": "fraction of train documents held out for val when val_path is null (hash of file name and record index)"},
     "cache_dir": {"type": ["string", "null"], "default": null, "description": "token cache folder; null: ./.cache/zcode/tokens under the working directory"},
     "cross_document_attention": {"type": "boolean", "default": true, "description": "false: batches carry doc_ids so the model masks attention across documents"},
+    "mask_document_boundary": {"type": "boolean", "default": false, "description": "true: the target of each <eos> is ignored (-1), so no loss predicts a document's first token from the previous document"},
     "streaming": {"enum": ["auto", true, false], "default": "auto", "description": "true: tokenize on the fly (no cache); auto: streaming when the input exceeds streaming_threshold_bytes"},
     "streaming_threshold_bytes": {"type": "integer", "minimum": 0, "default": 68719476736, "description": "input size above which streaming: auto streams"},
     "shuffle": {"type": "boolean", "default": true, "description": "shuffle train windows (val is always in order)"},

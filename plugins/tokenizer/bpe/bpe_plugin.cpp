@@ -57,7 +57,7 @@ class BpeTokenizer : public sdk::Tokenizer {
     }
     const BpeModel* m = model_.get();
     specials_ = std::make_unique<Specials>(
-        o, ctx.config(), m->size(), [m](std::string_view t) { return m->token_to_id(t); }, !r.marker.empty(), file_tokens);
+        o, ctx.config(), m->size(), [m](std::string_view t) { return m->token_to_id(t); }, marker_version(r.marker), file_tokens);
     int64_t experts = ctx.config().object("model").get<int64_t>("moe_experts", 0);
     std::vector<std::string> files = r.files;
     if (!r.marker.empty()) files.push_back(r.marker);

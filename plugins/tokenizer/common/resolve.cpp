@@ -5,6 +5,8 @@
 #include <zcode/sdk/error.h>
 
 #include <openssl/evp.h>
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
 
 #include <dlfcn.h>
 
@@ -12,10 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
-#ifndef ZCODE_SOURCE_DIR
-#define ZCODE_SOURCE_DIR ""
-#endif
+#include <iterator>
 
 namespace zcode::tok {
 namespace fs = std::filesystem;
@@ -96,12 +95,17 @@ std::vector<std::string> hf_search_dirs(const std::string& name) {
       if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
     if (all.empty() && commit.empty()) out.push_back((snaps / "*").string());
   }
+  // No path of the build tree is compiled in: the installed layout finds its
+  // own assets next to its plugins, and the build tree (which mirrors it)
+  // has share/zcode/assets as a link to the fetched assets (CMakeLists.txt).
   if (!env("ZCODE_ASSETS_DIR").empty()) {
     out.push_back(env("ZCODE_ASSETS_DIR") + "/hf/" + name);
   } else {
-    if (*ZCODE_SOURCE_DIR) out.push_back(std::string(ZCODE_SOURCE_DIR) + "/assets/hf/" + name);
     std::string pd = plugin_dir();  // <prefix>/lib/zcode/plugins -> <prefix>/share/zcode/assets
     if (!pd.empty()) out.push_back((fs::path(pd) / ".." / ".." / ".." / "share" / "zcode" / "assets" / "hf" / name).lexically_normal().string());
+    // The per-user cache scripts/fetch-assets.sh --user fills (XDG base directories).
+    if (!env("XDG_DATA_HOME").empty()) out.push_back(env("XDG_DATA_HOME") + "/zcode/assets/hf/" + name);
+    else if (!env("HOME").empty()) out.push_back(env("HOME") + "/.local/share/zcode/assets/hf/" + name);
   }
   return out;
 }
@@ -152,6 +156,25 @@ ResolvedRef resolve_reference(const std::string& ref, const std::string& option_
     r.files = {p.string()};
   }
   return r;
+}
+
+int marker_version(const std::string& path) {
+  if (path.empty()) return 0;
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw Error(ZC_ERR_IO, path + ": cannot read the tokenizer train marker");
+  rapidjson::Document d;
+  d.Parse(text.c_str(), text.size());
+  if (d.HasParseError())
+    throw Error(ZC_ERR_INVALID_ARGUMENT, path + ": invalid JSON at offset " + std::to_string(d.GetErrorOffset()) + " (" +
+                                             rapidjson::GetParseError_En(d.GetParseError()) + ")");
+  auto v = d.IsObject() ? d.FindMember("version") : d.MemberEnd();
+  if (!d.IsObject() || v == d.MemberEnd() || !v->value.IsInt() || v->value.GetInt() < 1 ||
+      v->value.GetInt() > kTrainedMarkerVersion)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, path + ": \"version\": expected 1.." + std::to_string(kTrainedMarkerVersion) +
+                                             " (written by zcode-host tokenizer train), found " +
+                                             (d.IsObject() && v != d.MemberEnd() ? sdk::describe_json(v->value) : "none"));
+  return v->value.GetInt();
 }
 
 std::string identity_sha256(const std::vector<std::string>& files, const std::string& extra) {

@@ -33,7 +33,7 @@ bool is_word(unsigned char c) { return c >= 0x80 || (c >= '0' && c <= '9') || (c
 }  // namespace
 
 Specials::Specials(const sdk::Options& options, const sdk::Options& config, size_t base_size,
-                   const std::function<int32_t(std::string_view)>& lookup, bool trained, std::vector<FileToken> file_tokens)
+                   const std::function<int32_t(std::string_view)>& lookup, int trained, std::vector<FileToken> file_tokens)
     : base_size_(base_size), file_(std::move(file_tokens)) {
   // Expert count from the model section (0 when the config has none, e.g. the CLI).
   int64_t experts = config.object("model").get<int64_t>("moe_experts", 0);
@@ -76,8 +76,10 @@ Specials::Specials(const sdk::Options& options, const sdk::Options& config, size
       id = o->second;
     } else if ((id = lookup(name)) >= 0) {
       // present under its own name (e.g. a vocabulary ZCode trained)
-    } else if (trained && static_cast<size_t>(guide_id) >= base_size && !taken.count(guide_id)) {
-      id = static_cast<int32_t>(guide_id);  // the guide's id, free in a ZCode-trained vocabulary
+    } else if (trained == 1 && static_cast<size_t>(guide_id) >= base_size && !taken.count(guide_id)) {
+      // The guide's id, free in a vocabulary trained before marker version 2
+      // (kept so its tokenizers and checkpoints keep their ids).
+      id = static_cast<int32_t>(guide_id);
       taken.insert(guide_id);
     } else {
       if (!trained) {
@@ -222,6 +224,22 @@ std::string Specials::json_members() const {
     first = false;
   }
   j += "}";
+  // Ids of [0, vocab_size) that no token has, as half-open [first, end)
+  // ranges: the data loader skips them instead of decoding each one.
+  j += ",\"unassigned_ids\":[";
+  uint64_t next = base_size_;
+  first = true;
+  auto gap = [&](uint64_t lo, uint64_t hi) {
+    if (lo >= hi) return;
+    j += (first ? "[" : ",[") + std::to_string(lo) + "," + std::to_string(hi) + "]";
+    first = false;
+  };
+  for (auto& [id, text] : extra_) {
+    gap(next, static_cast<uint64_t>(id));
+    next = static_cast<uint64_t>(id) + 1;
+  }
+  gap(next, vocab_size_);
+  j += "]";
   return j;
 }
 

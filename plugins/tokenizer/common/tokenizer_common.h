@@ -24,7 +24,9 @@ struct ResolvedRef {
 /// Resolves `ref`: a file, a folder, or hf://NAME looked up OFFLINE in
 /// $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub (models--NAME with
 /// "/" -> "--", snapshots/*), then the assets folder ($ZCODE_ASSETS_DIR/hf/NAME,
-/// else <source tree>/assets/hf/NAME and <prefix>/share/zcode/assets/hf/NAME).
+/// else <prefix>/share/zcode/assets/hf/NAME beside the plugin's lib/zcode/plugins
+/// and the per-user $XDG_DATA_HOME/zcode/assets/hf/NAME, default
+/// ~/.local/share/zcode/assets/hf/NAME).
 /// In a folder: tokenizer.json, then vocab.json + merges.txt, then
 /// encoder.json + vocab.bpe, then tokenizer.model / *.model. Throws
 /// sdk::Error(ZC_ERR_NOT_FOUND) listing every place searched.
@@ -47,12 +49,16 @@ struct FileToken {
 class Specials {
  public:
   /// `base_size`: ids of the loaded vocabulary; `lookup`: base token text ->
-  /// id or -1; `trained`: vocabulary written by `zcode-host tokenizer train`;
-  /// `marker_specials`: ids recorded by the trainer (may be empty).
-  /// Reads options `special_tokens` (object text -> id) and `allowed_special`
-  /// ("all", "none" or a list), and config `model.moe_experts`.
+  /// id or -1; `trained`: the version of the `zcode-host tokenizer train`
+  /// marker beside the vocabulary (marker_version; 0: none). Version 1 gives
+  /// a GLM special missing from the vocabulary its guide id (<expert_i>
+  /// 1000 + i, <image> 250000), leaving the ids between unassigned; version 2
+  /// appends them right after the learned vocabulary, as for a pretrained
+  /// one. Reads options `special_tokens` (object text -> id, which pins an
+  /// id under either rule) and `allowed_special` ("all", "none" or a list),
+  /// and config `model.moe_experts`.
   Specials(const sdk::Options& options, const sdk::Options& config, size_t base_size,
-           const std::function<int32_t(std::string_view)>& lookup, bool trained, std::vector<FileToken> file_tokens);
+           const std::function<int32_t(std::string_view)>& lookup, int trained, std::vector<FileToken> file_tokens);
 
   uint64_t vocab_size() const { return vocab_size_; }
   size_t base_size() const { return base_size_; }
@@ -74,8 +80,10 @@ class Specials {
   /// True when split() can recognise anything in this mode (else callers skip it).
   bool may_match(bool allow_all) const { return allow_all ? !matchers_.empty() : any_default_; }
 
-  /// The "specials" object, pad/bos/eos/mask ids and the mapping notes, as
-  /// JSON members (no braces), for info_json.
+  /// The "specials" object, pad/bos/eos/mask ids, the mapping notes and
+  /// "unassigned_ids" (half-open [first, end) ranges of ids no token has,
+  /// e.g. [[600,1000],[1002,250000]] for a marker-version-1 vocabulary of 600
+  /// pieces and 2 experts), as JSON members (no braces), for info_json.
   std::string json_members() const;
 
  private:
@@ -106,5 +114,13 @@ std::string json_quote(std::string_view s);
 
 /// Name of the marker file `tokenizer train` writes next to its model.
 inline constexpr const char* kTrainedMarker = "zcode_tokenizer.json";
+
+/// The marker version `tokenizer train` writes today (see Specials).
+inline constexpr int kTrainedMarkerVersion = 2;
+
+/// The `version` of the marker file at `path` (1 or 2); 0 when `path` is "".
+/// Throws sdk::Error(ZC_ERR_INVALID_ARGUMENT) naming the file when it is not
+/// a JSON object with an integer version of 1..kTrainedMarkerVersion.
+int marker_version(const std::string& path);
 
 }  // namespace zcode::tok

@@ -53,7 +53,7 @@ class SentencePieceTokenizer : public sdk::Tokenizer {
       int id = sp_.PieceToId(std::string(t));
       return (id >= 0 && sp_.IdToPiece(id) == t) ? static_cast<int32_t>(id) : -1;
     };
-    specials_ = std::make_unique<Specials>(o, ctx.config(), base_, lookup, !r.marker.empty(), file_tokens);
+    specials_ = std::make_unique<Specials>(o, ctx.config(), base_, lookup, marker_version(r.marker), file_tokens);
     int64_t experts = ctx.config().object("model").get<int64_t>("moe_experts", 0);
     std::vector<std::string> files = r.files;
     if (!r.marker.empty()) files.push_back(r.marker);

@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -66,6 +67,12 @@ class ConfigLoadError : public std::runtime_error {
 /// Gives the JSON Schema of each plugin component's options and the names of
 /// the components of each kind (for "did you mean" hints). Implemented by the
 /// plugin registry (core/registry.h); tests use a fake.
+/// The one error HarnessConfig::check gives when the provider has no
+/// component at all (instead of one "no ... plugin named" line per section).
+inline constexpr const char* kNoPluginsFound =
+    "no plugins found: the plugin path is empty; set ZCODE_PLUGIN_PATH or pass --plugin-path DIR "
+    "(the bundled plugins are looked for in <dir of zcode-host>/../lib/zcode/plugins)";
+
 class SchemaProvider {
  public:
   virtual ~SchemaProvider() = default;
@@ -122,6 +129,7 @@ struct DataConfig {
   double val_fraction = 0.0;                  ///< 0 <= f < 1, share of train docs held out
   std::optional<std::string> cache_dir;       ///< token cache folder (loader default if unset)
   bool cross_document_attention = true;       ///< false: attention masked per document
+  bool mask_document_boundary = false;        ///< true: the target of each <eos> is ignored (-1)
 };
 
 /// `optimizer:` section (plugin-owned).
@@ -278,6 +286,17 @@ class HarnessConfig {
   /// The same as YAML, for the run folder's config.yaml; from_string() of it
   /// gives back the same config.
   std::string to_yaml() const;
+  /// to_yaml() with every relative file path made absolute against `base`
+  /// (the working directory the paths are relative to, as in torchtitan and
+  /// Lightning): plugin_path entries, data.train_path, data.val_path,
+  /// data.cache_dir, data.tokenizer (string or .path), logging.output_dir,
+  /// model_card.template. References with a scheme (`hf://gpt2`, `s3://...`)
+  /// are left as written. The run folder's config.yaml is this, so it still
+  /// names the same files when read from another folder.
+  std::string to_yaml_absolute_paths(const std::filesystem::path& base) const;
+  /// True when `key` (a dotted path as to_yaml_absolute_paths lists them,
+  /// e.g. "data.tokenizer.path") holds a file path of the config.
+  static bool is_path_field(std::string_view key);
   /// Where the config came from (file path or origin_name).
   const std::string& origin() const;
 

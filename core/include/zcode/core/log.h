@@ -2,9 +2,11 @@
 //
 // Lines look like the guide's: `[INFO] Step 0/500 | loss: 10.23`, and a line
 // from a plugin names its component: `[WARN] jsonl: skipped 3 bad records`.
-// Two sinks: the console (stderr, filtered by logging.console_log_level) and,
+// Two sinks: the console (filtered by logging.console_log_level; INFO and
+// below on stdout, WARN and ERROR on stderr, so `zcode-host run ... > log`
+// captures the training log and the problems still reach the terminal) and,
 // once a run folder exists, `<run>/logs/console.log` (everything at DEBUG and
-// above). All functions are thread-safe: plugins log from worker threads
+// above, always as text, whatever --quiet and --log-format say). All functions are thread-safe: plugins log from worker threads
 // through zc_host_services.log.
 #pragma once
 
@@ -64,5 +66,22 @@ void remove_sink(int id);
 
 /// When false, the console sink prints nothing (tests, `--quiet` tools).
 void set_console_enabled(bool enabled);
+
+/// `--quiet`: the console shows only WARN and ERROR, whatever the level set
+/// by set_console_level (the file sink is unchanged).
+void set_console_quiet(bool quiet);
+bool console_quiet();
+
+/// Console line format. Text: `[INFO] component: message`. Json (`--log-format
+/// json`): one JSON object a line, `{"level":"INFO","component":"jsonl",
+/// "message":"..."}` ("component" omitted for the host's own lines), written
+/// with RapidJSON's Writer; same streams as text.
+enum class Format { Text, Json };
+void set_console_format(Format format);
+Format console_format();
+/// "text" -> Text, "json" -> Json; std::nullopt for anything else.
+std::optional<Format> parse_format(std::string_view text);
+/// The JSON form of one line (no newline), as the Json console prints it.
+std::string format_json(Level level, std::string_view component, std::string_view message);
 
 }  // namespace zcode::log

@@ -19,12 +19,27 @@ class RunDirError : public std::runtime_error {
 /// checkpoints/ folder).
 bool is_used(const std::filesystem::path& dir);
 
+/// True when `dir` holds only what a start that failed before its first
+/// step leaves (see discard_failed_start): config.yaml, logs/ and at most an
+/// empty checkpoints/ folder. Such a folder does not block a new run.
+bool is_failed_start(const std::filesystem::path& dir);
+
 /// Makes `dir` ready for a run. A used folder is refused unless `resume`
-/// (kept as is) or `overwrite` (its previous run files are deleted:
-/// checkpoints/, logs/, metrics.json, model_card.md, config.yaml, trace.json).
-/// Throws RunDirError:
+/// (kept as is), `overwrite` (its previous run files are deleted:
+/// checkpoints/, logs/, metrics.json, model_card.md, config.yaml, trace.json)
+/// or it is a failed start (is_failed_start: reused, config.yaml rewritten
+/// by the caller, logs/console.log appended to). Returns true in that last
+/// case, so the caller can say so. Throws RunDirError:
 /// `outputs/x: run folder already used (found checkpoints/); pass --resume-from latest to continue or --overwrite to start over`.
-void prepare(const std::filesystem::path& dir, bool resume, bool overwrite);
+bool prepare(const std::filesystem::path& dir, bool resume, bool overwrite);
+
+/// After a run that failed before its first optimizer step: removes what
+/// its start wrote besides config.yaml and logs/ (metrics.json with the
+/// step-0 evaluation, model_card.md, trace.json, an empty checkpoints/), so
+/// that the folder is a failed start that a retry reuses. Never removes a
+/// checkpoint. Returns false (and removes nothing) when `dir` holds
+/// anything else.
+bool discard_failed_start(const std::filesystem::path& dir);
 
 /// JSON object describing where the run happened: host version and git commit,
 /// ABI version, build type and compiler, dependency versions, OS (uname), CPU
