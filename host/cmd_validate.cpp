@@ -46,7 +46,13 @@ int cmd_validate(const std::vector<std::string>& args) {
     eo.config_path = config;
     eo.install_signal_handlers = false;
     Engine engine(std::move(vc.config), eo);
-    engine.preflight();
+    try {
+      engine.preflight();
+    } catch (const ConfigValidationError& e) {  // one [ERROR] line each, as load_and_validate prints them
+      log::error(e.origin() + ": " + std::to_string(e.errors().size()) + " config error(s)");
+      for (const ConfigError& ce : e.errors()) log::error("  " + ce.str());
+      return kUsageError;
+    }
     std::cout << "config OK\n";
     return kOk;
   } catch (...) {
