@@ -3,6 +3,7 @@
 #include "commands.h"
 
 #include <zcode/core/log.h>
+#include <zcode/core/suggest.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/prettywriter.h>
@@ -72,7 +73,13 @@ int show(const Registry& reg, const std::string& name, const std::string& kind) 
     c = reg.find_any(name);
   }
   if (!c) {
-    log::error("plugins show: no component named '" + name + "' on the plugin path (see zcode-host plugins list)");
+    // The same hint as a misspelt name in a config (find_any loaded every file).
+    std::vector<std::string> names;
+    reg.load_all();
+    for (const Component* comp : reg.components())
+      if (kind.empty() || comp->kind == *parse_kind(kind)) names.push_back(comp->name);
+    log::error("plugins show: no component named '" + name + "' on the plugin path" + did_you_mean_hint(name, names) +
+               " (see zcode-host plugins list)");
     return kUsageError;
   }
   std::cout << c->name << " (" << kind_name(c->kind) << ")\n"

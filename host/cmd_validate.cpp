@@ -1,8 +1,12 @@
 // zcode-host validate CONFIG: load + validate (built-in schema and every
 // plugin's options schema through the registry); prints every error or
-// `config OK`.
+// `config OK`. Then the checks `run` makes before it trains (files, the
+// tokenizer, the memory estimate: Engine::preflight).
 #include "cli_common.h"
 #include "commands.h"
+
+#include <zcode/core/engine.h>
+#include <zcode/core/log.h>
 
 #include <iostream>
 
@@ -28,6 +32,27 @@ int cmd_validate(const std::vector<std::string>& args) {
   try {
     ValidatedConfig vc;
     if (auto rc = load_and_validate(config, sets, plugins, vc)) return *rc;
+    // A refused plugin folder or file was logged as an error: the config is
+    // not OK on this machine, whatever else passed.
+    if (const auto problems = vc.registry->problems(); !problems.empty()) {
+      log::error(config + ": the plugin path has " + std::to_string(problems.size()) +
+                 " problem(s), listed above; config not OK");
+      return kRuntimeError;
+    }
+    // What `run` checks before it trains: files, tokenizer, memory.
+    EngineOptions eo;
+    eo.plugin_paths = plugins.paths;
+    eo.allow_insecure_plugin_path = plugins.allow_insecure;
+    eo.config_path = config;
+    eo.install_signal_handlers = false;
+    Engine engine(std::move(vc.config), eo);
+    try {
+      engine.preflight();
+    } catch (const ConfigValidationError& e) {  // one [ERROR] line each, as load_and_validate prints them
+      log::error(e.origin() + ": " + std::to_string(e.errors().size()) + " config error(s)");
+      for (const ConfigError& ce : e.errors()) log::error("  " + ce.str());
+      return kUsageError;
+    }
     std::cout << "config OK\n";
     return kOk;
   } catch (...) {

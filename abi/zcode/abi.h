@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 2u
+#define ZC_ABI_VERSION_MINOR 3u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -373,7 +373,7 @@ typedef struct zc_dataloader_table {
 /* Model                                                                      */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_MODEL_TABLE_VERSION 3u
+#define ZC_MODEL_TABLE_VERSION 4u
 
 /* Parameter flags. */
 enum {
@@ -417,6 +417,29 @@ typedef struct zc_fb_options {
   /* Seed for ZC_LABELS_SAMPLED. */
   uint64_t sample_seed;
 } zc_fb_options;
+
+/* (ABI 1.3) Bytes a stage will allocate for a run, by what they hold, filled
+ * by the estimate_memory slots of the model and optimizer tables before any
+ * instance exists, so that the host can check them against the machine's
+ * memory. A field the stage does not own stays as the host set it (0). */
+typedef struct zc_memory_estimate {
+  uint32_t struct_size;
+  uint32_t reserved;
+  uint64_t parameter_bytes;       /* model: parameter storage */
+  uint64_t gradient_bytes;        /* model: gradient storage */
+  uint64_t optimizer_state_bytes; /* optimizer: its per-parameter state */
+  uint64_t activation_bytes;      /* model: activation workspace of the largest
+                                     batch the run feeds it (data.batch_size and
+                                     evaluation.batch_size rows of
+                                     model.max_seq_len tokens) */
+} zc_memory_estimate;
+
+/* (ABI 1.3) Where a model's estimate_memory lists its parameters: name
+ * (borrowed for the call), shape [ndim] (borrowed) and ZC_PARAM_* flags. */
+typedef struct zc_param_shape_sink {
+  void* ctx;
+  void (*put)(void* ctx, const char* name, int32_t ndim, const int64_t* shape, uint32_t flags);
+} zc_param_shape_sink;
 
 typedef struct zc_model_table {
   ZC_TABLE_COMMON_SLOTS;
@@ -473,13 +496,24 @@ typedef struct zc_model_table {
    * call on the instance; they are read-only. Before any forward_backward the
    * list is empty. A model without it returns ZC_ERR_UNSUPPORTED. */
   zc_status* (*activations)(void* instance, zc_param_list* out);
+
+  /* ---- kind_version 4 (ABI 1.3) ---- */
+  /* No instance: the bytes create(args) and the run's batches will allocate
+   * (parameter_bytes, gradient_bytes, activation_bytes), computed from the
+   * options alone, without allocating them. `args` is as for create
+   * (args->tokenizer set). When `shapes` is not NULL, every parameter that
+   * params() would list is put to it (the optimizer's estimate reads them).
+   * A model without it returns ZC_ERR_UNSUPPORTED; plugins older than 1.3
+   * lack the slot. The host then reports the estimate as unknown. */
+  zc_status* (*estimate_memory)(const zc_create_args* args, const zc_param_shape_sink* shapes,
+                                zc_memory_estimate* out);
 } zc_model_table;
 
 /* ------------------------------------------------------------------------ */
 /* Optimizer                                                                  */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_OPTIMIZER_TABLE_VERSION 1u
+#define ZC_OPTIMIZER_TABLE_VERSION 2u
 
 typedef struct zc_optimizer_table {
   ZC_TABLE_COMMON_SLOTS; /* create receives args->model: the params to update */
@@ -491,6 +525,13 @@ typedef struct zc_optimizer_table {
    * ZC_LABELS_SAMPLED and calls update_hessian. */
   zc_status* (*hessian_interval)(void* instance, uint64_t* out_interval);
   zc_status* (*update_hessian)(void* instance, int64_t num_tokens);
+
+  /* ---- kind_version 2 (ABI 1.3) ---- */
+  /* No instance: the state bytes create(args) would allocate
+   * (optimizer_state_bytes). args->model is a model whose params() lists
+   * the parameters with their shapes and flags but NULL data: read shapes,
+   * never data. Same fallbacks as zc_model_table.estimate_memory. */
+  zc_status* (*estimate_memory)(const zc_create_args* args, zc_memory_estimate* out);
 } zc_optimizer_table;
 
 /* ------------------------------------------------------------------------ */
@@ -621,9 +662,13 @@ ZC_STATIC_ASSERT(sizeof(zc_create_args) == 80, "zc_create_args layout");
 ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
 ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
-ZC_STATIC_ASSERT(sizeof(zc_model_table) == 152, "zc_model_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_model_table) == 160, "zc_model_table layout");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, activations) == 144, "zc_model_table.activations (ABI 1.2)");
-ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 72, "zc_optimizer_table layout");
+ZC_STATIC_ASSERT(offsetof(zc_model_table, estimate_memory) == 152, "zc_model_table.estimate_memory (ABI 1.3)");
+ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 80, "zc_optimizer_table layout");
+ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, estimate_memory) == 72, "zc_optimizer_table.estimate_memory (ABI 1.3)");
+ZC_STATIC_ASSERT(sizeof(zc_memory_estimate) == 40, "zc_memory_estimate layout");
+ZC_STATIC_ASSERT(sizeof(zc_param_shape_sink) == 16, "zc_param_shape_sink layout");
 ZC_STATIC_ASSERT(sizeof(zc_scheduler_table) == 56, "zc_scheduler_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_evaluator_table) == 56, "zc_evaluator_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_callback_table) == 56, "zc_callback_table layout");

@@ -58,6 +58,12 @@ struct PlainScalar {
   uint64_t u = 0;
   double d = 0;
   bool yaml11_bool = false;  // yes/no/on/off/y/n (kept as a string, flagged)
+  /// A YAML 1.2 float that is not finite: .nan, .inf, -.inf (core schema
+  /// spellings) or a decimal that overflows a double (1e400). Kept as a
+  /// string (JSON cannot carry it); `non_finite_reason` says why, for the
+  /// message of a numeric field that finds it.
+  bool non_finite = false;
+  std::string non_finite_reason;
 };
 PlainScalar read_plain_scalar(std::string_view text);
 

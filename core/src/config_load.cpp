@@ -15,6 +15,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -46,6 +47,8 @@ PlainScalar read_plain_scalar(std::string_view t) {
   static const std::regex int16("0x[0-9a-fA-F]+");
   static const std::regex flt("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
   static const std::regex yaml11("y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF");
+  static const std::regex nan("\\.nan|\\.NaN|\\.NAN");
+  static const std::regex inf("[-+]?(\\.inf|\\.Inf|\\.INF)");
   const std::string s(t);
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") {
     r.kind = PlainKind::Null;
@@ -86,12 +89,18 @@ PlainScalar read_plain_scalar(std::string_view t) {
     if (std::isfinite(d)) {
       r.kind = PlainKind::Float;
       r.d = d;
-    }  // an overflow like 1e999 stays a string: validation names it
+    } else {  // an overflow like 1e999 stays a string: validation names it
+      r.non_finite = true;
+      r.non_finite_reason = "is beyond the largest double (about 1.8e308)";
+    }
   } else if (std::regex_match(s, yaml11)) {
     r.yaml11_bool = true;
+  } else if (std::regex_match(s, nan) || std::regex_match(s, inf)) {
+    // .inf / .nan stay strings: the config has no use for them and JSON
+    // cannot carry them.
+    r.non_finite = true;
+    r.non_finite_reason = std::regex_match(s, nan) ? "is YAML's not-a-number" : "is YAML's infinity";
   }
-  // .inf / .nan stay strings: the config has no use for them and JSON cannot
-  // carry them.
   return r;
 }
 
@@ -246,6 +255,20 @@ using namespace config_detail;
 namespace {
 
 std::string read_file(const std::string& path) {
+  // A folder opens as a stream on Linux and reads as nothing: say what it is,
+  // and point at the config a run folder holds.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    std::string hint;
+    for (const char* name : {"config.yaml", "config.yml", "config.json"}) {
+      const std::filesystem::path inside = std::filesystem::path(path) / name;
+      if (std::filesystem::is_regular_file(inside, ec)) {
+        hint = " (did you mean " + inside.string() + "?)";
+        break;
+      }
+    }
+    throw ConfigLoadError(path + ": is a folder, expected a config file (YAML or JSON)" + hint);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigLoadError(path + ": file not found or not readable");
   std::ostringstream ss;

@@ -197,7 +197,17 @@ std::string enum_message(const JsonValue& schema, const JsonValue& inst) {
 
 std::string translate(const std::string& keyword, const JsonValue& schema, const JsonValue& inst) {
   const JsonValue* xmsg = member(schema, "x-message");
-  if (keyword == "type") return "expected " + type_phrase(schema_types(schema)) + ", found " + describe(inst);
+  if (keyword == "type") {
+    const auto types = schema_types(schema);
+    if (inst.IsString() && (has_type(types, "number") || has_type(types, "integer"))) {
+      // .nan, .inf, 1e400: numbers to the reader, strings to the loader.
+      const std::string s(inst.GetString(), inst.GetStringLength());
+      if (PlainScalar p = read_plain_scalar(s); p.non_finite)
+        return "expected " + type_phrase(types) + ", found " + s + ", which " + p.non_finite_reason +
+               "; a config number must be finite";
+    }
+    return "expected " + type_phrase(types) + ", found " + describe(inst);
+  }
   if (keyword == "enum") return enum_message(schema, inst);
   if (keyword == "minimum" || keyword == "maximum" || keyword == "exclusiveMinimum" ||
       keyword == "exclusiveMaximum")
@@ -448,26 +458,37 @@ std::string d2s(double v) {
   return number_text(x);
 }
 
+bool has_error_at_or_under(const std::vector<ConfigError>& errors, const std::string& path);
+
 // `r` = raw + built-in defaults; `raw` = as written. Each rule runs only when
-// its fields are well typed (type errors were reported already).
-void cross_field(const Lookup& r, const Lookup& raw, std::vector<ConfigError>& e) {
+// its fields are well typed and have no error of their own in `earlier`
+// (moe_experts: -2 is reported once, as itself, not again as a moe_top_k
+// that exceeds it).
+void cross_field(const Lookup& r, const Lookup& raw, const std::vector<ConfigError>& earlier,
+                 std::vector<ConfigError>& e) {
+  auto ok = [&](std::initializer_list<const char*> paths) {
+    for (const char* p : paths)
+      if (has_error_at_or_under(earlier, p)) return false;
+    return true;
+  };
   auto k = r.i64("model.moe_top_k"), E = r.i64("model.moe_experts");
-  if (k && E && *k > *E)
+  if (k && E && ok({"model.moe_experts"}) && *k > *E)
     e.push_back({"model.moe_top_k", n2s(*k) + " exceeds model.moe_experts (" + n2s(*E) + "); expected at most " + n2s(*E)});
   auto H = r.i64("model.n_heads"), Hkv = r.i64("model.n_kv_heads");
-  if (H && Hkv && *H % *Hkv != 0)
+  if (H && Hkv && ok({"model.n_heads"}) && *Hkv != 0 && *H % *Hkv != 0)
     e.push_back({"model.n_kv_heads", n2s(*Hkv) + " does not divide model.n_heads (" + n2s(*H) + ")"});
   auto L = r.i64("model.n_layers"), Ld = r.i64("model.first_dense_layers");
-  if (L && Ld && *Ld > *L)
+  if (L && Ld && ok({"model.n_layers"}) && *Ld > *L)
     e.push_back({"model.first_dense_layers", n2s(*Ld) + " exceeds model.n_layers (" + n2s(*L) + ")"});
 
   auto max_steps = r.i64("training.max_steps");
   auto warm = r.i64("scheduler.warmup_steps");
-  if (max_steps && warm && *warm > *max_steps)
+  if (max_steps && warm && ok({"training.max_steps"}) && *warm > *max_steps)
     e.push_back({"scheduler.warmup_steps", n2s(*warm) + " exceeds training.max_steps (" + n2s(*max_steps) + ")"});
   // WSD (Hu et al. 2024, MiniCPM): warmup, then stable, then decay, all
   // inside max_steps. decay_steps defaults to what is left.
-  if (r.str("scheduler.type") == "wsd" && max_steps && warm && *warm <= *max_steps) {
+  if (r.str("scheduler.type") == "wsd" && max_steps && warm && *warm <= *max_steps &&
+      ok({"training.max_steps", "scheduler.warmup_steps", "scheduler.stable_steps"})) {
     auto stable = r.i64("scheduler.stable_steps");
     auto decay = raw.i64("scheduler.decay_steps");
     if (stable && decay && *warm + *stable + *decay > *max_steps)
@@ -477,15 +498,26 @@ void cross_field(const Lookup& r, const Lookup& raw, std::vector<ConfigError>& e
     else if (stable && !raw.present("scheduler.decay_steps") && *warm + *stable > *max_steps)
       e.push_back({"scheduler.stable_steps", "warmup_steps + stable_steps = " + n2s(*warm + *stable) +
                                                  " exceeds training.max_steps (" + n2s(*max_steps) + ")"});
+    // The scheduler refuses a decay of 0 steps (it would end on the stable
+    // lr, never reaching min_lr_ratio); the default decay is what is left.
+    else if (stable && !raw.present("scheduler.decay_steps") && *warm + *stable == *max_steps)
+      e.push_back({"scheduler.stable_steps", "warmup_steps + stable_steps = " + n2s(*warm + *stable) +
+                                                 " equals training.max_steps, which leaves 0 steps to decay; " +
+                                                 (*max_steps > *warm ? "expected stable_steps <= " +
+                                                                           n2s(*max_steps - *warm - 1)
+                                                                     : std::string("expected training.max_steps > "
+                                                                                   "warmup_steps"))});
+    else if (decay && *decay == 0)
+      e.push_back({"scheduler.decay_steps", "0 steps to decay; expected an integer >= 1"});
   }
 
   auto seq = r.i64("model.max_seq_len"), sp = r.i64("training.sp_group_size");
-  if (seq && sp && *seq % *sp != 0)
+  if (seq && sp && ok({"model.max_seq_len"}) && *sp != 0 && *seq % *sp != 0)
     e.push_back({"training.sp_group_size", n2s(*sp) + " does not divide model.max_seq_len (" + n2s(*seq) + ")"});
   if (sp && *sp > 1 && r.boolean("training.sequence_parallel") == false)
     e.push_back({"training.sp_group_size", n2s(*sp) + " has no effect unless training.sequence_parallel is true"});
   auto d = r.i64("model.d_model"), tp = r.i64("training.tp_group_size");
-  if (d && tp && *d % *tp != 0)
+  if (d && tp && ok({"model.d_model"}) && *tp != 0 && *d % *tp != 0)
     e.push_back({"training.tp_group_size", n2s(*tp) + " does not divide model.d_model (" + n2s(*d) + ")"});
   if (tp && *tp > 1 && r.boolean("training.tensor_parallel") == false)
     e.push_back({"training.tp_group_size", n2s(*tp) + " has no effect unless training.tensor_parallel is true"});
@@ -660,7 +692,7 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
       if (!s.found) {
         plugin_errors.push_back({s.name_path, "no " + s.kind_word + " plugin named '" + s.written_name +
                                                   "' on the plugin path" +
-                                                  did_you_mean_hint(s.component, provider->component_names(s.kind))});
+                                                  did_you_mean_or_available(s.component, provider->component_names(s.kind))});
         continue;
       }
       JsonDoc sd;
@@ -706,7 +738,7 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
   JsonDoc resolved;
   resolve(m, nullptr, resolved);
   std::vector<ConfigError> later;
-  cross_field(Lookup{resolved}, Lookup{m.raw}, later);
+  cross_field(Lookup{resolved}, Lookup{m.raw}, errors, later);
   for (const Unsupported& u : unsupported_table()) {
     const JsonValue* v = Lookup{resolved}.get(u.path);
     if (v)

@@ -15,6 +15,7 @@
 #include <zcode/core/config.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
+#include <zcode/core/preflight.h>
 #include <zcode/core/registry.h>
 #include <zcode/core/run_dir.h>
 #include <zcode/core/train_step.h>
@@ -313,10 +314,49 @@ struct Engine::Impl {
     return a;
   }
 
-  void create_core_stages(bool training) {
+  void create_tokenizer() {
+    if (tokenizer) return;  // preflight created it
     const std::string tok_opts = cfg.section_json("data.tokenizer");
     const auto& tc = registry->require(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer");
     tokenizer = StageInstance(tc, args(tok_opts));
+  }
+
+  // The memory estimate (see Engine::preflight): logged, then checked
+  // against what the machine has left, before any buffer exists.
+  void check_memory(bool training) {
+    const std::string model_opts = cfg.section_json("model");
+    const auto& mc = registry->require(ZC_KIND_MODEL, cfg.model().type, "model.type");
+    const Component* oc = training ? &registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name") : nullptr;
+    const std::string opt_opts = cfg.section_json("optimizer");
+    const MemoryEstimate est = estimate_run_memory(mc, args(model_opts, tokenizer.ref()), oc, args(opt_opts));
+    const auto avail = available_memory_bytes();
+    char b[64];
+    std::snprintf(b, sizeof b, "%.1f MiB", avail ? static_cast<double>(*avail) / (1024.0 * 1024.0) : 0.0);
+    log::info("Memory estimate: " + est.describe() + (avail ? std::string(" of ") + b + " available" : std::string()));
+    for (const std::string& u : est.unknown) log::warn("Memory estimate unknown for " + u);
+    if (avail && est.known_total() > *avail)
+      throw ConfigValidationError(
+          cfg.origin(),
+          {{"data.batch_size",
+            "the run needs about " + est.describe() + ", more than the " + b +
+                " this machine has available (MemAvailable, cgroup limit); lower data.batch_size (raise "
+                "training.gradient_accumulation to keep the tokens per step) or model.max_seq_len, or "
+                "evaluation.batch_size when it is the larger"}});
+  }
+
+  // Engine::preflight: files, tokenizer, memory; nothing written.
+  void preflight(bool training) {
+    make_registry();
+    EnvironmentCheckOptions eo;
+    eo.training = training;
+    if (auto errors = check_environment(cfg, eo); !errors.empty())
+      throw ConfigValidationError(cfg.origin(), std::move(errors));
+    create_tokenizer();
+    check_memory(training);
+  }
+
+  void create_core_stages(bool training) {
+    create_tokenizer();
     const std::string model_opts = cfg.section_json("model");
     const auto& mc = registry->require(ZC_KIND_MODEL, cfg.model().type, "model.type");
     model = StageInstance(mc, args(model_opts, tokenizer.ref()));
@@ -953,7 +993,7 @@ int Engine::run() {
   clear_stop_request();
   bool torn_down = false;
   try {
-    m.make_registry();
+    m.preflight(true);  // before the run folder exists: a config that cannot run leaves nothing behind
     const bool resume = !m.opts.resume_from.empty();
     m.open_run_dir(resume, m.opts.overwrite);
     for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints"))
@@ -1041,6 +1081,8 @@ int Engine::run() {
     return rc;
   }
 }
+
+void Engine::preflight() { impl_->preflight(true); }
 
 int Engine::evaluate(const std::string& checkpoint, const std::string& split, const std::string& out_json) {
   Impl& m = *impl_;

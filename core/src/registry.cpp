@@ -1,6 +1,7 @@
 // The plugin registry: search path, lazy lookup, duplicates, security checks.
 // How a name finds its file without loading everything: core/README.md.
 #include <zcode/core/registry.h>
+#include <zcode/core/suggest.h>
 
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -47,8 +49,11 @@ size_t min_table_size(zc_kind kind) {
   switch (kind) {
     case ZC_KIND_TOKENIZER: return sizeof(zc_tokenizer_table);
     case ZC_KIND_DATALOADER: return sizeof(zc_dataloader_table);
-    case ZC_KIND_MODEL: return sizeof(zc_model_table);
-    case ZC_KIND_OPTIMIZER: return sizeof(zc_optimizer_table);
+    // Tables grown by appended slots: their version-1 (ABI 1.0) size, so that
+    // older plugins keep loading; readers check each later slot with
+    // ZC_TABLE_HAS_SLOT.
+    case ZC_KIND_MODEL: return offsetof(zc_model_table, forward_eval);
+    case ZC_KIND_OPTIMIZER: return offsetof(zc_optimizer_table, estimate_memory);
     case ZC_KIND_SCHEDULER: return sizeof(zc_scheduler_table);
     case ZC_KIND_EVALUATOR: return sizeof(zc_evaluator_table);
     case ZC_KIND_CALLBACK: return sizeof(zc_callback_table);
@@ -68,22 +73,6 @@ fs::path default_plugin_dir() {
 }
 
 namespace {
-
-/// Levenshtein distance with adjacent transpositions (optimal string
-/// alignment; Damerau 1964), for did-you-mean hints.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  const size_t n = a.size(), m = b.size();
-  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
-  for (size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (size_t j = 0; j <= m; ++j) d[0][j] = j;
-  for (size_t i = 1; i <= n; ++i)
-    for (size_t j = 1; j <= m; ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[n][m];
-}
 
 bool world_writable(const fs::path& p) {
   struct stat st{};
@@ -311,6 +300,15 @@ Registry::Registry(PluginSearchOptions options) : impl_(std::make_unique<Impl>()
     std::error_code ec;
     if (!fs::is_directory(d.path, ec)) {
       const bool explicit_dir = d.origin == "--plugin-path" || d.origin == "plugin_path";
+      if (fs::exists(d.path, ec)) {
+        // Most likely the plugin file itself: name the folder to give instead.
+        const fs::path parent = d.path.has_parent_path() ? d.path.parent_path() : fs::path(".");
+        const std::string line = d.path.string() + " (" + d.origin + "): is a file, not a plugin folder; give the "
+                                 "folder that holds plugin files (" + parent.string() + ")";
+        if (explicit_dir) impl_->problem(line);
+        else log::warn(line + "; skipped");
+        continue;
+      }
       log::write(explicit_dir ? log::Level::Warn : log::Level::Debug, {},
                  d.path.string() + " (" + d.origin + "): no such plugin folder; skipped");
       continue;
@@ -346,19 +344,7 @@ const Component& Registry::require(zc_kind kind, std::string_view name, std::str
   if (const Component* c = find(kind, name)) return *c;
   std::string msg = std::string(config_path) + ": no " + kind_name(kind) + " plugin named '" + std::string(name) +
                     "' on the plugin path";
-  std::string n = normalize_component_name(name);
-  std::string best;
-  size_t best_d = 3;
-  for (const std::string& cand : component_names(kind)) {
-    size_t d = edit_distance(n, cand);
-    bool prefix = !n.empty() && (cand.rfind(n, 0) == 0 || n.rfind(cand, 0) == 0);
-    if (prefix && d > 2) d = 2;
-    if (d < best_d) {
-      best_d = d;
-      best = cand;
-    }
-  }
-  if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+  msg += did_you_mean_or_available(normalize_component_name(name), component_names(kind));
   throw PluginError(msg);
 }
 

@@ -69,4 +69,14 @@ std::string did_you_mean_hint(std::string_view input, const std::vector<std::str
   return s ? " (did you mean '" + *s + "'?)" : std::string();
 }
 
+std::string did_you_mean_or_available(std::string_view input, std::vector<std::string> candidates) {
+  if (std::string hint = did_you_mean_hint(input, candidates); !hint.empty()) return hint;
+  if (candidates.empty()) return " (the plugin path has none of that kind)";
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  std::string list;
+  for (const std::string& c : candidates) list += (list.empty() ? "" : ", ") + c;
+  return " (available: " + list + ")";
+}
+
 }  // namespace zcode

@@ -9,5 +9,15 @@ size_t zcode_abi_c99_sizes(void) {
   h.kind = ZC_KIND_CALLBACK;
   h.kind_version = ZC_CALLBACK_TABLE_VERSION;
   h.reserved = 0;
-  return h.struct_size + sizeof(zc_host_services) + sizeof(zc_manifest);
+  /* ABI 1.3: the estimate structs and slots compile as C99 too. */
+  {
+    zc_memory_estimate e = {0};
+    zc_param_shape_sink sink = {0};
+    zc_model_table mt = {0};
+    zc_optimizer_table ot = {0};
+    e.struct_size = (uint32_t)sizeof e;
+    (void)sink;
+    if (mt.estimate_memory != NULL || ot.estimate_memory != NULL) return 0;
+    return h.struct_size + sizeof(zc_host_services) + sizeof(zc_manifest) + e.struct_size;
+  }
 }

@@ -172,4 +172,131 @@ TEST(Cli, PluginsShowPrintsDescriptionSchemaAndDefaults) {
   EXPECT_TRUE(contains(r.err, "no component named 'nothing_here'")) << r.err;
 }
 
+// ---- issue #17: validate catches what run would reject (item 3), messages
+// that name the real problem (item 6), no "config OK" beside an error (item 5)
+
+TEST(Cli, ValidateRefusesAFolderAsTheConfig) {
+  TempDir d;
+  Result r = host("validate " + d.path.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, d.path.string() + ": is a folder, expected a config file (YAML or JSON)")) << r.err;
+}
+
+TEST(Cli, PluginsShowSuggestsTheClosestName) {
+  TempDir d;
+  fs::copy_file(fs::path(ZCODE_TEST_FAKES_DIR) / "libzcode_fake_good.so", d.path / "libzcode_fake_good.so");
+  Result r = host("plugins show fake_ecoh --no-bundled-plugins --plugin-path " + d.path.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "no component named 'fake_ecoh' on the plugin path (did you mean 'fake_echo'?)")) << r.err;
+}
+
+TEST(Cli, APluginPathThatIsAFileIsNamedAsSuch) {
+  TempDir d;
+  const fs::path so = d.path / "libzcode_fake_good.so";
+  fs::copy_file(fs::path(ZCODE_TEST_FAKES_DIR) / "libzcode_fake_good.so", so);
+  Result r = host("plugins list --no-bundled-plugins --plugin-path " + so.string());
+  EXPECT_EQ(r.code, 1);  // before: a warning "no such plugin folder; skipped", exit 0
+  EXPECT_TRUE(contains(r.err, so.string() + " (--plugin-path): is a file, not a plugin folder; give the folder that "
+                                            "holds plugin files (" + d.path.string() + ")")) << r.err;
+}
+
+/// A run's files in a temporary folder: a nano config whose data exists.
+struct RunFiles {
+  TempDir d;
+  fs::path config;
+  RunFiles() {
+    std::ofstream(d.path / "train.jsonl") << "{\"text\": \"hello world\"}\n";
+    std::ofstream(d.path / "val.jsonl") << "{\"text\": \"hello again\"}\n";
+    config = d.path / "config.yaml";
+    std::ofstream c(config);
+    c << "experiment_name: cli_validate\nhardware: {num_threads: 1}\n"
+      << "model: {type: glm52, variant: nano, moe_experts: 4, moe_top_k: 2, max_seq_len: 64}\n"
+      << "data: {train_path: " << (d.path / "train.jsonl").string() << ", "
+      << "val_path: " << (d.path / "val.jsonl").string()
+      << ", tokenizer: " << (fs::path(ZCODE_SOURCE_DIR) / "assets/hf/gpt2").string() << ", batch_size: 2}\n"
+      << "optimizer: {name: adamw}\ntraining: {max_steps: 2}\n"
+      << "logging: {output_dir: " << (d.path / "outputs").string() << "}\n";
+  }
+};
+
+bool have_gpt2() { return fs::exists(fs::path(ZCODE_SOURCE_DIR) / "assets/hf/gpt2"); }
+
+TEST(Cli, ValidatePrintsTheMemoryEstimateAndRefusesWhatCannotFit) {
+  if (!have_gpt2()) GTEST_SKIP() << "assets/hf/gpt2 missing: run scripts/fetch-assets.sh";
+  RunFiles f;
+  Result r = host("validate " + f.config.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "config OK")) << r.out;
+  const std::string log = r.out + r.err;
+  EXPECT_TRUE(contains(log, "Memory estimate: parameters ")) << log;
+  EXPECT_TRUE(contains(log, ", optimizer state ")) << log;
+  EXPECT_FALSE(contains(log, "unknown")) << log;
+  EXPECT_FALSE(fs::exists(f.d.path / "outputs")) << "validate wrote a run folder";
+  // 10^6 rows of 64 tokens: far more activation workspace than any machine
+  // has. Before: "config OK", and run died allocating after its step-0
+  // evaluation.
+  r = host("validate " + f.config.string() + " --set data.batch_size=1000000");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(contains(r.out, "config OK"));
+  EXPECT_TRUE(contains(r.err, "data.batch_size: the run needs about parameters ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "lower data.batch_size (raise training.gradient_accumulation to keep the tokens per "
+                              "step) or model.max_seq_len")) << r.err;
+  // run refuses the same before it creates the run folder.
+  r = host("run " + f.config.string() + " --set data.batch_size=1000000");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "data.batch_size: the run needs about")) << r.err;
+  EXPECT_FALSE(fs::exists(f.d.path / "outputs" / "cli_validate" / "config.yaml"));
+}
+
+TEST(Cli, ValidateChecksDataPathsAndTheValidationSplit) {
+  if (!have_gpt2()) GTEST_SKIP() << "assets/hf/gpt2 missing: run scripts/fetch-assets.sh";
+  RunFiles f;
+  Result r = host("validate " + f.config.string() + " --set data.train_path=nowhere/train.jsonl");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "data.train_path: 'nowhere/train.jsonl' not found: looked for ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "(relative paths are relative to the current folder, ")) << r.err;
+  r = host("validate " + f.config.string() + " --set data.train_path=s3://bucket/train.jsonl");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "data.train_path: 's3://bucket/train.jsonl' uses the 's3://' scheme")) << r.err;
+  r = host("validate " + f.config.string() + " --set data.val_path=null");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "data.val_path: not set and data.val_fraction is 0, so there is no validation split"))
+      << r.err;
+  r = host("validate " + f.config.string() + " --set data.tokenizer=hf://no-such-tokenizer");
+  EXPECT_NE(r.code, 0);
+  EXPECT_FALSE(contains(r.out, "config OK")) << r.out;
+  EXPECT_TRUE(contains(r.err, "hf://no-such-tokenizer")) << r.err;
+}
+
+TEST(Cli, ValidateNamesTheRealProblem) {
+  if (!have_gpt2()) GTEST_SKIP() << "assets/hf/gpt2 missing: run scripts/fetch-assets.sh";
+  RunFiles f;
+  Result r = host("validate " + f.config.string() + " --set optimizer.name=lion");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "optimizer.name: no optimizer plugin named 'lion' on the plugin path (available: "
+                              "adafactor, adamw, lamb, sgd, sophia, zerosum_sgd)")) << r.err;
+  r = host("plugins show adamW2");  // the bundled optimizers
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "no component named 'adamW2' on the plugin path (did you mean 'adamw'?)")) << r.err;
+  r = host("validate " + f.config.string() + " --set model.d_model=100000");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.err, "model.d_model: 100000 gives head_dim = d_model / n_heads = 25000")) << r.err;
+  EXPECT_FALSE(contains(r.err, "model.head_dim:")) << r.err;  // before: the derived head_dim was blamed
+  r = host("validate " + f.config.string() + " --set optimizer.lr=.nan");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.err, "optimizer.lr: expected a number, found .nan, which is YAML's not-a-number")) << r.err;
+}
+
+TEST(Cli, ValidateWithAWorldWritablePluginFolderIsNotOk) {
+  if (!have_gpt2()) GTEST_SKIP() << "assets/hf/gpt2 missing: run scripts/fetch-assets.sh";
+  RunFiles f;
+  TempDir d;
+  ::chmod(d.path.c_str(), 0777);
+  Result r = host("validate " + f.config.string() + " --plugin-path " + d.path.string());
+  // Before: the refusal as an error, then "config OK" and exit 0.
+  EXPECT_TRUE(contains(r.err, d.path.string() + ": refused: world-writable plugin folder")) << r.err;
+  EXPECT_FALSE(contains(r.out, "config OK")) << r.out;
+  EXPECT_EQ(r.code, 1);
+}
+
 }  // namespace

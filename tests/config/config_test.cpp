@@ -670,6 +670,8 @@ TEST(PluginSchemas, EmptyPluginPathIsSaidOnce) {
 }
 
 TEST(PluginSchemas, MissingComponentsAreErrorsWithHints) {
+  // With no close name, the message lists the components of that kind that
+  // are there (issue #17, item 6: before, it named none).
   FakeProvider p = standard_provider();
   EXPECT_EQ(errs("optimizer:\n  name: adamx\n", &p),
             (Lines{"optimizer.name: no optimizer plugin named 'adamx' on the plugin path (did you mean 'adamw'?)"}));
@@ -679,11 +681,12 @@ TEST(PluginSchemas, MissingComponentsAreErrorsWithHints) {
             (Lines{"scheduler.type: no scheduler plugin named 'cosine' on the plugin path (did you mean "
                    "'cosine_with_warmup'?)"}));
   EXPECT_EQ(errs("evaluation:\n  plugins: [lm, fact_checker]\n", &p),
-            (Lines{"evaluation.plugins[1]: no evaluator plugin named 'fact_checker' on the plugin path"}));
+            (Lines{"evaluation.plugins[1]: no evaluator plugin named 'fact_checker' on the plugin path (available: lm)"}));
   EXPECT_EQ(errs("callbacks:\n  - type: console\n  - type: early_stoping\n", &p),
-            (Lines{"callbacks[1].type: no callback plugin named 'early_stoping' on the plugin path"}));
+            (Lines{"callbacks[1].type: no callback plugin named 'early_stoping' on the plugin path (available: "
+                   "checkpoint, console, metrics_json, model_card)"}));
   EXPECT_EQ(errs("  tokenizer: spm/tok.model\n", &p),
-            (Lines{"data.tokenizer: no tokenizer plugin named 'sentencepiece' on the plugin path"}));
+            (Lines{"data.tokenizer: no tokenizer plugin named 'sentencepiece' on the plugin path (available: bpe)"}));
   // Names compare case-insensitively with '-' == '_'.
   EXPECT_EQ(errs("optimizer:\n  name: AdamW\nmodel:\n  type: GLM5pt2\n", &p), Lines{});
 }

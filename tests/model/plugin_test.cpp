@@ -340,4 +340,51 @@ TEST_F(PluginTest, EvalLogprobsDoNotDependOnTheRowsSharingTheCall) {
   EXPECT_GT(batch_dependence(base + R"(, "eval_capacity_factor": 0.5})"), 10 * bound);
 }
 
+struct ShapeRecord {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> params;
+  static void put(void* ctx, const char* name, int32_t ndim, const int64_t* shape, uint32_t) {
+    static_cast<ShapeRecord*>(ctx)->params.emplace_back(name, std::vector<int64_t>(shape, shape + ndim));
+  }
+};
 }  // namespace
+
+// ABI 1.3: estimate_memory without an instance lists exactly the parameters
+// create makes, and its byte counts cover them (4 bytes a float each).
+TEST_F(PluginTest, EstimateMemoryListsTheParametersCreateMakes) {
+  ASSERT_TRUE(ZC_TABLE_HAS_SLOT(table_, zc_model_table, estimate_memory));
+  zc_create_args a{};
+  a.struct_size = sizeof a;
+  a.host = &host_;
+  a.options_json = kOpts;
+  a.config_json = R"({"data": {"batch_size": 2}, "evaluation": {"batch_size": 4}})";
+  a.run_dir = "";
+  ShapeRecord rec;
+  zc_param_shape_sink sink{&rec, &ShapeRecord::put};
+  zc_memory_estimate est{};
+  est.struct_size = sizeof est;
+  ASSERT_EQ(call(table_->estimate_memory(&a, &sink, &est)), "");
+  void* m = create(kOpts);
+  ASSERT_NE(m, nullptr) << last_error_;
+  zc_param_list list{};
+  ASSERT_EQ(call(table_->params(m, &list)), "");
+  ASSERT_EQ(rec.params.size(), list.count);
+  uint64_t floats = 0;
+  for (size_t i = 0; i < list.count; ++i) {
+    EXPECT_EQ(rec.params[i].first, list.params[i].name);
+    EXPECT_EQ(rec.params[i].second,
+              std::vector<int64_t>(list.params[i].value->shape, list.params[i].value->shape + list.params[i].value->ndim));
+    uint64_t n = 1;
+    for (int64_t s : rec.params[i].second) n *= static_cast<uint64_t>(s);
+    floats += n;
+  }
+  EXPECT_GE(est.parameter_bytes, 4 * floats);
+  EXPECT_EQ(est.gradient_bytes, est.parameter_bytes);
+  EXPECT_GT(est.activation_bytes, 0u);
+  EXPECT_EQ(est.optimizer_state_bytes, 0u);  // not the model's to fill
+  // A bad option fails the estimate as it fails create, and leaves est alone.
+  zc_memory_estimate before = est;
+  a.options_json = R"({"n_heads": 0})";
+  EXPECT_NE(call(table_->estimate_memory(&a, nullptr, &est)), "");
+  EXPECT_EQ(std::memcmp(&before, &est, sizeof est), 0);
+  table_->destroy(m);
+}

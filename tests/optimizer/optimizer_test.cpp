@@ -386,3 +386,36 @@ TEST(Optimizers, RefusesNonFp32AndCudaParameters) {
   Opt b("adamw", "{}", m);
   EXPECT_NE(b.error().find("not implemented yet"), std::string::npos) << b.error();
 }
+
+// ABI 1.3: estimate_memory gives, without creating an instance, the bytes of
+// the state that create allocates: counted here as every tensor save_state
+// writes (the optimizer's whole state), for each of the six optimizers.
+TEST(Optimizers, EstimateMemoryEqualsTheStateCreateAllocates) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"adamw", "{}"}, {"lamb", "{}"}, {"adafactor", R"({"beta1": 0.9})"}, {"adafactor", "{}"},
+      {"sophia", "{}"}, {"sgd", R"({"momentum": 0.9})"}, {"sgd", "{}"}, {"zerosum_sgd", "{}"}};
+  for (const auto& [name, opts] : cases) {
+    FakeModel m({{"w", {6, 4}, 0}, {"router", {4, 6}, ZC_PARAM_ROUTER}, {"b", {4}, ZC_PARAM_NO_DECAY}});
+    Opt o(name, opts, m);
+    ASSERT_EQ(o.error(), "") << name;
+    MemoryState st;
+    ASSERT_EQ(o.save(st), "") << name;
+    uint64_t saved = 0;
+    for (const auto& [k, t] : st.tensors) saved += t.bytes.size();
+    const zc_component* c = ztest::optimizers().find(name);
+    const auto* table = static_cast<const zc_optimizer_table*>(c->table);
+    ASSERT_TRUE(ZC_TABLE_HAS_SLOT(table, zc_optimizer_table, estimate_memory)) << name;
+    zc_create_args a{};
+    a.struct_size = sizeof a;
+    a.host = ztest::host();
+    a.options_json = opts.c_str();
+    a.config_json = "{}";
+    a.run_dir = "";
+    a.model = m.ref();
+    zc_memory_estimate est{};
+    est.struct_size = sizeof est;
+    ASSERT_EQ(ztest::take(table->estimate_memory(&a, &est)), "") << name;
+    EXPECT_EQ(est.optimizer_state_bytes, saved) << name << " " << opts;
+    EXPECT_EQ(est.parameter_bytes, 0u);
+  }
+}

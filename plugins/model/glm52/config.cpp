@@ -205,6 +205,12 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
   pos("n_kv_heads", c.n_kv_heads);
   pos("head_dim", c.head_dim);
   pos("max_seq_len", c.max_seq_len);
+  // A derived head_dim is d_model's problem: name the option the user wrote.
+  if (!m.has("head_dim") && c.head_dim > 1024)
+    invalid_argument(m.path("d_model") + ": " + quoted(c.d_model) + " gives head_dim = d_model / n_heads = " +
+                     quoted(c.head_dim) + ", above the 1024 the attention supports (expected d_model <= " +
+                     std::to_string(int64_t{1024} * c.n_heads) + " for " + quoted(c.n_heads) +
+                     " heads, or set model.head_dim)");
   need(c.head_dim <= 1024, m.path("head_dim") + ": " + quoted(c.head_dim) + " (expected <= 1024)");
   need(c.n_heads % c.n_kv_heads == 0, m.path("n_kv_heads") + ": " + quoted(c.n_kv_heads) +
                                           " does not divide n_heads " + quoted(c.n_heads));

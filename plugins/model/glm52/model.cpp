@@ -398,6 +398,22 @@ typename Model<T>::Workspace& Model<T>::ensure_workspace(int B, int Tn) {
 }
 
 template <class T>
+typename Model<T>::MemoryPlan Model<T>::memory_plan(const Config& cfg, int B, int Tn, int threads,
+                                                    std::vector<ParamInfo>* infos) {
+  const auto huge = [](size_t n) {
+    return (n + zcode::kernels::kHugePageBytes - 1) / zcode::kernels::kHugePageBytes * zcode::kernels::kHugePageBytes;
+  };
+  const Model shape_only(cfg, ShapeOnly{});
+  MemoryPlan m;
+  m.parameter_bytes = m.gradient_bytes = huge(sizeof(T) * static_cast<size_t>(shape_only.n_elems_));
+  Workspace w;
+  w.plan(cfg, B, Tn, true, threads, nullptr);
+  m.workspace_bytes = huge(w.bytes);
+  if (infos) *infos = shape_only.infos_;
+  return m;
+}
+
+template <class T>
 size_t Model<T>::activation_bytes(int B, int Tn) const {
   Workspace w;
   w.plan(cfg_, B, Tn, true, 1, nullptr);

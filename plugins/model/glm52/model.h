@@ -88,6 +88,19 @@ class Model {
   void decode_reorder(DecodeSession* s, const int32_t* src);
   void decode_end(DecodeSession* s);
 
+  /// What a model of `cfg` allocates (zc_model_table.estimate_memory),
+  /// computed without allocating it: the parameter and gradient buffers
+  /// (each sizeof(T)·num_elements(), rounded up to kHugePageBytes as
+  /// alloc_large does), and the activation workspace that the first
+  /// entry point with a [B, Tn] batch on `threads` threads allocates
+  /// (Workspace::plan, rounded the same way). `infos` receives the
+  /// parameter list when not null.
+  struct MemoryPlan {
+    size_t parameter_bytes = 0, gradient_bytes = 0, workspace_bytes = 0;
+  };
+  static MemoryPlan memory_plan(const Config& cfg, int B, int Tn, int threads,
+                                std::vector<ParamInfo>* infos = nullptr);
+
   /// Bytes of activations the backward keeps for a [B, T] batch (the
   /// analytic memory need, README.md "Performance"), and the workspace total.
   size_t activation_bytes(int B, int Tn) const;
@@ -109,6 +122,8 @@ class Model {
   struct LayerOffsets;
 
  private:
+  struct ShapeOnly {};
+  Model(const Config& cfg, ShapeOnly) : cfg_(cfg) { build_params(); }  // memory_plan: no buffers
   void build_params();
   void init_params(uint64_t seed);
   void check_batch(const BatchView& b) const;

@@ -8,7 +8,9 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -38,23 +40,25 @@ void check_ids(const DLTensor& t, const char* name, int64_t B, int64_t T) {
     throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("batch.") + name + ": must be contiguous");
 }
 
+/// The vocabulary size the tokenizer gives the model (0 without a tokenizer).
+int64_t tokenizer_vocab(const zcode::sdk::CreateContext& ctx) {
+  zcode::sdk::TokenizerRef tok = ctx.tokenizer();
+  if (!tok) return 0;
+  rapidjson::Document info;
+  const std::string j = tok.info_json();
+  info.Parse(j.c_str());
+  if (!info.HasParseError() && info.IsObject() && info.HasMember("vocab_size") && info["vocab_size"].IsInt64())
+    return info["vocab_size"].GetInt64();
+  return static_cast<int64_t>(tok.vocab_size());
+}
+
 class Glm52 : public zcode::sdk::Model {
  public:
   explicit Glm52(const zcode::sdk::CreateContext& ctx) : host_(ctx.host()) {
     threads_ = host_.num_threads();
     zcode::kernels::set_num_threads(threads_);
-    int64_t vocab = 0;
-    if (zcode::sdk::TokenizerRef tok = ctx.tokenizer()) {
-      rapidjson::Document info;
-      const std::string j = tok.info_json();
-      info.Parse(j.c_str());
-      if (!info.HasParseError() && info.IsObject() && info.HasMember("vocab_size") && info["vocab_size"].IsInt64())
-        vocab = info["vocab_size"].GetInt64();
-      else
-        vocab = static_cast<int64_t>(tok.vocab_size());
-    }
     const zcode::sdk::Options opts(ctx.raw()->options_json, "model");
-    cfg_ = glm52::Config::resolve(opts, ctx.config(), vocab);
+    cfg_ = glm52::Config::resolve(opts, ctx.config(), tokenizer_vocab(ctx));
     model_ = std::make_unique<glm52::Model<float>>(cfg_, host_.derive_seed("model/init"));
     const auto& infos = model_->param_infos();
     values_.resize(infos.size());
@@ -80,6 +84,28 @@ class Glm52 : public zcode::sdk::Model {
     metric_names_.clear();
     for (int e = 0; e < cfg_.moe_experts; ++e) metric_names_.push_back("moe_load_" + std::to_string(e));
     metrics_.moe_load.reserve(static_cast<size_t>(cfg_.moe_experts));
+  }
+
+  /// zc_model_table.estimate_memory (ABI 1.3): what the constructor and the
+  /// run's batches allocate. The workspace is sized for the largest batch
+  /// the engine feeds: data.batch_size training rows or evaluation.batch_size
+  /// evaluation rows (the workspace grows to the larger), of max_seq_len
+  /// tokens, on hardware.num_threads threads (attention scratch per thread).
+  static void estimate_memory(const zcode::sdk::CreateContext& ctx, const zcode::sdk::ParamShapeSink& shapes,
+                              zc_memory_estimate& out) {
+    const zcode::sdk::Options opts(ctx.raw()->options_json, "model");
+    const glm52::Config cfg = glm52::Config::resolve(opts, ctx.config(), tokenizer_vocab(ctx));
+    const int64_t train_rows = ctx.config().object("data").get<int64_t>("batch_size", 8);
+    const int64_t eval_rows = ctx.config().object("evaluation").get<int64_t>("batch_size", train_rows);
+    const int64_t rows = std::max<int64_t>({train_rows, eval_rows, 1});
+    if (rows > INT32_MAX) throw Error(ZC_ERR_INVALID_ARGUMENT, "data.batch_size: " + std::to_string(rows) + " is too large");
+    std::vector<glm52::ParamInfo> infos;
+    const auto plan = glm52::Model<float>::memory_plan(cfg, static_cast<int>(rows), cfg.max_seq_len,
+                                                       std::max(1, ctx.host().num_threads()), &infos);
+    out.parameter_bytes = plan.parameter_bytes;
+    out.gradient_bytes = plan.gradient_bytes;
+    out.activation_bytes = plan.workspace_bytes;
+    for (const glm52::ParamInfo& p : infos) shapes.put(p.name, p.shape, p.flags);
   }
 
   void num_params(uint64_t& total, uint64_t& active) const override { cfg_.count_params(total, active); }

@@ -93,6 +93,20 @@ class OptimizerBase : public sdk::Optimizer {
 
   uint64_t updates_done() const { return step_; }
 
+  /// Bytes of every state buffer (zc_optimizer_table.estimate_memory): the
+  /// same buffers create allocates, counted without allocating them when
+  /// the context is estimate_only.
+  static constexpr bool kEstimatesMemory = true;
+  uint64_t state_bytes() const override {
+    uint64_t n = 0;
+    for (const StateBuffer& b : buffers_) {
+      uint64_t e = 1;
+      for (int64_t s : b.shape) e *= static_cast<uint64_t>(s);
+      n += e * sizeof(float);
+    }
+    return n;
+  }
+
  protected:
   /// Parses the common options and the model's parameters. `own_keys` are
   /// the optimizer's extra option names; `default_weight_decay` applies when
@@ -102,7 +116,8 @@ class OptimizerBase : public sdk::Optimizer {
       : opts_(ctx.raw()->options_json, "optimizer"),
         host_(ctx.host()),
         name_(std::move(name)),
-        threads_(ctx.host().num_threads()) {
+        threads_(ctx.host().num_threads()),
+        estimate_only_(ctx.estimate_only()) {
     const sdk::Options& o = opts_;
     check_keys(o, own_keys);
     weight_decay_ = o.get<double>("weight_decay", default_weight_decay);
@@ -141,7 +156,7 @@ class OptimizerBase : public sdk::Optimizer {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     buffers_.push_back(StateBuffer{slots_[slot].name + "." + suffix, std::move(shape),
-                                   std::vector<float>(static_cast<size_t>(n), 0.0f)});
+                                   std::vector<float>(estimate_only_ ? 0 : static_cast<size_t>(n), 0.0f)});
     return buffers_.size() - 1;
   }
   float* buf(size_t index) { return buffers_[index].data.data(); }
@@ -159,6 +174,7 @@ class OptimizerBase : public sdk::Optimizer {
   std::vector<ParamSlot> slots_;
   std::vector<StateBuffer> buffers_;
   uint64_t step_ = 0;  // updates applied so far (bias corrections use step_ after the increment)
+  bool estimate_only_ = false;  // built by estimate_memory: buffers have shapes, no data
 
  private:
   void check_keys(const sdk::Options& o, std::initializer_list<const char*> own) const {

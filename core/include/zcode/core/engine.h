@@ -90,6 +90,18 @@ class Engine {
   /// the run folder; returns an ExitCode.
   int profile(int steps);
 
+  /// What run() checks first, before anything is trained, allocated or
+  /// written (zcode-host validate calls it too): the config's files and
+  /// paths (check_environment in zcode/core/preflight.h), the tokenizer
+  /// resolves (it is created), and the memory estimate of the model and
+  /// optimizer (parameters, gradients, optimizer state, activation
+  /// workspace; logged) fits the machine's available memory. Throws
+  /// ConfigValidationError listing every file problem, PluginError for a
+  /// tokenizer that cannot be created, and RunFailure-like std::runtime_error
+  /// naming the knobs (data.batch_size, model.max_seq_len,
+  /// training.gradient_accumulation) when the estimate does not fit.
+  void preflight();
+
   /// The run folder (valid after run/profile started).
   const std::filesystem::path& run_dir() const;
 

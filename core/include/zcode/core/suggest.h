@@ -24,4 +24,10 @@ std::optional<std::string> did_you_mean(std::string_view input,
 /// " (did you mean 'x'?)" or "" — ready to append to a message.
 std::string did_you_mean_hint(std::string_view input, const std::vector<std::string>& candidates);
 
+/// For a name that matched none of `candidates`: did_you_mean_hint when one
+/// is close, else " (available: a, b, c)" with every candidate in sorted
+/// order, or " (the plugin path has none of that kind)" when there are none. `input`
+/// itself is never listed as a suggestion.
+std::string did_you_mean_or_available(std::string_view input, std::vector<std::string> candidates);
+
 }  // namespace zcode

@@ -13,6 +13,7 @@
 #include <rapidjson/writer.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,10 +115,20 @@ class Options {
         int64_t x = v.GetInt64();
         if constexpr (std::is_unsigned_v<T>) {
           if (x < 0) invalid_argument(where + ": expected a non-negative integer, found " + describe_json(v));
+        } else if constexpr (sizeof(T) < sizeof(int64_t)) {
+          // A value the option's type cannot hold would wrap silently.
+          if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max())
+            invalid_argument(where + ": expected an integer of at most " + std::to_string(std::numeric_limits<T>::max()) +
+                             " in magnitude, found " + describe_json(v));
         }
         return static_cast<T>(x);
       }
-      if (v.IsUint64()) return static_cast<T>(v.GetUint64());
+      if (v.IsUint64()) {
+        if (v.GetUint64() > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+          invalid_argument(where + ": expected an integer of at most " + std::to_string(std::numeric_limits<T>::max()) +
+                           ", found " + describe_json(v));
+        return static_cast<T>(v.GetUint64());
+      }
       if (v.IsDouble() && v.GetDouble() == static_cast<double>(static_cast<int64_t>(v.GetDouble())))
         return static_cast<T>(v.GetDouble());
       invalid_argument(where + ": expected an integer, found " + describe_json(v));

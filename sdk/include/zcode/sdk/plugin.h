@@ -201,11 +201,21 @@ struct ModelThunks {
   static zc_status* activations(void* i, zc_param_list* out) {
     return guard([&] { *out = self(i)->activations(); });
   }
+  static zc_status* estimate_memory(const zc_create_args* a, const zc_param_shape_sink* shapes,
+                                    zc_memory_estimate* out) {
+    if (a && a->host && !g_host) g_host = a->host;
+    return guard([&] {
+      if (!a || !out) throw Error(ZC_ERR_INVALID_ARGUMENT, "estimate_memory: NULL argument");
+      zc_memory_estimate e = *out;
+      T::estimate_memory(CreateContext(a), ParamShapeSink(shapes), e);
+      *out = e;  // a failing call leaves *out untouched
+    });
+  }
   static constexpr zc_model_table table = {
       ZC_SDK_COMMON(T, zc_model_table, ZC_KIND_MODEL, ZC_MODEL_TABLE_VERSION),
       &num_params, &params, &zero_grad, &forward_backward, &forward_logprobs, &info_json,
       &decode_begin, &decode_step, &decode_reorder, &decode_end, &forward_logits, &forward_eval,
-      &activations};
+      &activations, &estimate_memory};
 };
 
 template <class T>
@@ -216,9 +226,20 @@ struct OptimizerThunks {
     return guard([&] { *out = self(i)->hessian_interval(); });
   }
   static zc_status* update_hessian(void* i, int64_t n) { return guard([&] { self(i)->update_hessian(n); }); }
+  static zc_status* estimate_memory(const zc_create_args* a, zc_memory_estimate* out) {
+    if (a && a->host && !g_host) g_host = a->host;
+    return guard([&] {
+      if (!a || !out) throw Error(ZC_ERR_INVALID_ARGUMENT, "estimate_memory: NULL argument");
+      // Constructing a class that does not count would allocate its state.
+      if constexpr (!T::kEstimatesMemory) throw Error(ZC_ERR_UNSUPPORTED, "this optimizer does not estimate its memory");
+      const T obj(CreateContext(a, /*estimate_only=*/true));
+      const uint64_t bytes = obj.state_bytes();
+      out->optimizer_state_bytes = bytes;
+    });
+  }
   static constexpr zc_optimizer_table table = {
       ZC_SDK_COMMON(T, zc_optimizer_table, ZC_KIND_OPTIMIZER, ZC_OPTIMIZER_TABLE_VERSION),
-      &step, &hessian_interval, &update_hessian};
+      &step, &hessian_interval, &update_hessian, &estimate_memory};
 };
 
 template <class T>

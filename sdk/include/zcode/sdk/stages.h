@@ -116,11 +116,28 @@ class DataRef {
   void* inst_;
 };
 
+/// Where a model's estimate_memory lists its parameters (ABI 1.3; wraps
+/// zc_param_shape_sink, which may be absent: then put() does nothing).
+class ParamShapeSink {
+ public:
+  explicit ParamShapeSink(const zc_param_shape_sink* s) : s_(s) {}
+  void put(const std::string& name, const std::vector<int64_t>& shape, uint32_t flags) const {
+    if (s_ && s_->put) s_->put(s_->ctx, name.c_str(), static_cast<int32_t>(shape.size()), shape.data(), flags);
+  }
+
+ private:
+  const zc_param_shape_sink* s_;
+};
+
 /// What every stage's constructor receives.
 class CreateContext {
  public:
-  explicit CreateContext(const zc_create_args* a)
+  /// `estimate_only`: the object is built only to count the bytes it would
+  /// allocate (an optimizer's estimate_memory, ABI 1.3); it must not allocate
+  /// its state, and the model's parameters have NULL data.
+  explicit CreateContext(const zc_create_args* a, bool estimate_only = false)
       : args_(a),
+        estimate_only_(estimate_only),
         host_(a->host),
         options_(a->options_json, "options"),
         config_(a->config_json, "config") {}
@@ -134,9 +151,11 @@ class CreateContext {
   TokenizerRef tokenizer() const { return TokenizerRef(args_->host, args_->tokenizer); }
   ModelRef model() const { return ModelRef(args_->host, args_->model); }
   const zc_create_args* raw() const { return args_; }
+  bool estimate_only() const { return estimate_only_; }
 
  private:
   const zc_create_args* args_;
+  bool estimate_only_ = false;
   Host host_;
   Options options_;
   Options config_;
@@ -199,6 +218,15 @@ class Model : public Stage {
   virtual zc_param_list activations() {
     throw Error(ZC_ERR_UNSUPPORTED, "this model does not expose its activations");
   }
+  /// zc_model_table.estimate_memory (ABI 1.3), without an instance: a model
+  /// class hides this static with its own, which fills parameter_bytes,
+  /// gradient_bytes and activation_bytes of `out` for what its constructor
+  /// and the run's batches will allocate, and puts every parameter to
+  /// `shapes`. Default: unsupported (the host reports "unknown").
+  static void estimate_memory(const CreateContext& /*ctx*/, const ParamShapeSink& /*shapes*/,
+                              zc_memory_estimate& /*out*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not estimate its memory");
+  }
 };
 
 class Optimizer : public Stage {
@@ -208,6 +236,16 @@ class Optimizer : public Stage {
   virtual uint64_t hessian_interval() const { return 0; }
   virtual void update_hessian(int64_t /*num_tokens*/) {
     throw Error(ZC_ERR_UNSUPPORTED, "this optimizer does not use a Hessian estimate");
+  }
+  /// zc_optimizer_table.estimate_memory (ABI 1.3): the SDK constructs the
+  /// class with CreateContext::estimate_only() true (a model whose params
+  /// have NULL data) and returns this: the bytes of state the constructor
+  /// would have allocated. Default: unsupported (the host reports "unknown").
+  /// A class that implements state_bytes (and builds no state when
+  /// estimate_only) sets this true.
+  static constexpr bool kEstimatesMemory = false;
+  virtual uint64_t state_bytes() const {
+    throw Error(ZC_ERR_UNSUPPORTED, "this optimizer does not estimate its memory");
   }
 };
 
