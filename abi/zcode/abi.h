@@ -16,6 +16,15 @@
  *   kind_version}), and a reader checks `struct_size` before it touches a slot
  *   that was appended later. Tables, structs and enums are append-only.
  *
+ *   What each minor added (each slot is also marked where it is declared):
+ *     1.0  the manifest, one table per kind, host services, status codes
+ *     1.1  zc_model_table.forward_eval (kind_version 2);
+ *          ZC_CALLBACK_REQUEST_CHECKPOINT
+ *     1.2  zc_model_table.activations (kind_version 3)
+ *     1.3  zc_model_table.estimate_memory (kind_version 4),
+ *          zc_optimizer_table.estimate_memory (kind_version 2),
+ *          zc_memory_estimate, zc_param_shape_sink
+ *
  * ERRORS
  *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
  *   status is created by the plugin through `zc_host_services.status_create`
