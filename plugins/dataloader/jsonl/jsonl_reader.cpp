@@ -3,10 +3,9 @@
 #include "order.h"
 
 #include <zcode/sdk/error.h>
+#include <zcode/sdk/json.h>
 
-#include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
-#include <rapidjson/reader.h>
 
 #include <cstring>
 
@@ -219,8 +218,8 @@ bool RecordParser::parse(std::string_view line, std::string& text, size_t& colum
   h.path = &path_;
   h.stream = &ms;
   h.text = &text;
-  rapidjson::Reader reader;
-  rapidjson::ParseResult r = reader.Parse<rapidjson::kParseNoFlags>(ms, h);
+  // Iterative and depth-bounded: a record nested 10^6 deep is a bad record, not a stack overflow.
+  const sdk::json::Result r = sdk::json::parse_sax<rapidjson::kParseNoFlags>(ms, h);
   if (!h.reason.empty()) {
     size_t at = h.reason_at;
     if (!h.root_seen || at == 0) {  // the root value: its first non-blank byte
@@ -231,9 +230,9 @@ bool RecordParser::parse(std::string_view line, std::string& text, size_t& colum
     reason = h.reason;
     return false;
   }
-  if (r.IsError()) {
-    column = r.Offset() + 1;
-    reason = std::string("malformed JSON (") + rapidjson::GetParseError_En(r.Code()) + ")";
+  if (!r.ok()) {
+    column = r.offset + 1;
+    reason = r.too_deep ? r.message() : "malformed JSON (" + r.message() + ")";
     return false;
   }
   if (!h.found) {

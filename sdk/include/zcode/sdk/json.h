@@ -133,8 +133,8 @@ class DepthLimited {
     std::string p;
     for (const Frame& f : frames_) {
       if (p.size() > kMaxShownPath) break;  // enough for shown_path
-      if (f.array) p += "[" + std::to_string(f.index - 1) + "]";
-      else p += (p.empty() ? "" : ".") + f.key;
+      if (f.array) p.append("[").append(std::to_string(f.index - 1)).append("]");
+      else p.append(p.empty() ? "" : ".").append(f.key);
     }
     return p;
   }
