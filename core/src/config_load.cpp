@@ -8,6 +8,7 @@
 #include "config_impl.h"
 
 #include <zcode/sdk/json.h>
+#include <zcode/sdk/utf8.h>
 
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
@@ -18,6 +19,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -213,10 +215,23 @@ void check_json_duplicates(const JsonValue& v, const std::string& origin, const 
   }
 }
 
+// YAML and JSON are Unicode text. yaml-cpp and RapidJSON pass other bytes
+// through, and the run folder's config.yaml would then hold U+FFFD where the
+// user's byte was: refuse them where they are.
+void check_utf8(std::string_view text, const std::string& origin) {
+  const size_t bad = sdk::invalid_utf8_at(text);
+  if (bad == std::string_view::npos) return;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[bad]));
+  throw ConfigLoadError(origin + ":" + sdk::json::line_col(text, bad) + ": invalid UTF-8 (byte " + hex +
+                        "); a config is UTF-8 text");
+}
+
 }  // namespace
 
 void parse_yaml(std::string_view text, const std::string& origin, JsonDoc& out,
                 std::set<std::string>& yaml11_bools, const std::string& path_prefix) {
+  check_utf8(text, origin);
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -237,6 +252,7 @@ void parse_yaml(std::string_view text, const std::string& origin, JsonDoc& out,
 }
 
 void parse_json(std::string_view text, const std::string& origin, JsonDoc& out) {
+  check_utf8(text, origin);
   const sdk::json::Result r = sdk::json::parse<rapidjson::kParseFullPrecisionFlag>(out, text, kMaxConfigDepth);
   if (!r.ok()) throw ConfigLoadError(origin + ":" + sdk::json::line_col(text, r.offset) + ": " + r.message());
   check_json_duplicates(out, origin, "");

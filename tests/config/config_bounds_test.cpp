@@ -115,4 +115,14 @@ TEST(Bounds, OverrideValuesAreBoundedToo) {
   }
 }
 
+TEST(Bounds, InvalidUtf8IsRefusedWhereItIs) {
+  // Found by config_fuzz: a 0xF6 byte in a string was saved as U+FFFD in the
+  // run folder's config.yaml. Line 3, after "  tokenizer: a" (14 bytes).
+  EXPECT_EQ(load_error("data:\n  train_path: a.jsonl\n  tokenizer: a\xF6\n", "u.yaml"),
+            "u.yaml:3:15: invalid UTF-8 (byte 0xF6); a config is UTF-8 text");
+  EXPECT_EQ(load_error("{\"data\": {\"tokenizer\": \"\xC0\xAF\"}}", "u.json"),
+            "u.json:1:25: invalid UTF-8 (byte 0xC0); a config is UTF-8 text");  // overlong '/'
+  EXPECT_EQ(load_error("experiment_name: \"caf\xC3\xA9\"\n", "ok.yaml"), "");
+}
+
 }  // namespace
