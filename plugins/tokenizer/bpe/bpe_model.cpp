@@ -264,8 +264,10 @@ static void add_vocab(const JsonCtx& j, const rapidjson::Value& vocab, const std
 }
 
 std::shared_ptr<const BpeModel> BpeModel::parse_gpt2(std::string_view vocab_json, std::string_view merges,
-                                                     const std::string& vocab_name, const std::string& merges_name) {
+                                                     const std::string& vocab_name, const std::string& merges_name,
+                                                     size_t shared_cache_words) {
   auto m = std::make_shared<BpeModel>();
+  m->word_cache_ = std::make_unique<SharedWordCache>(shared_cache_words, shared_cache_words * 64);
   m->format_ = "gpt2";
   JsonCtx j{vocab_name};
   rapidjson::Document d = parse_json(vocab_json, vocab_name);
@@ -310,8 +312,10 @@ std::shared_ptr<const BpeModel> BpeModel::parse_gpt2(std::string_view vocab_json
   return m;
 }
 
-std::shared_ptr<const BpeModel> BpeModel::parse_hf_json(std::string_view json, const std::string& name) {
+std::shared_ptr<const BpeModel> BpeModel::parse_hf_json(std::string_view json, const std::string& name,
+                                                        size_t shared_cache_words) {
   auto m = std::make_shared<BpeModel>();
+  m->word_cache_ = std::make_unique<SharedWordCache>(shared_cache_words, shared_cache_words * 64);
   m->format_ = "tokenizer.json";
   JsonCtx j{name};
   rapidjson::Document d = parse_json(json, name);
