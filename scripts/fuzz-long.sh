@@ -62,7 +62,9 @@ run_target() {
   [ -n "$n" ] || n=$(grep -o '^#[0-9]*' "$OUT/$t.log" | tail -1 | tr -d '#')
   n=${n:-0}
   outcome="no crash"
-  if [ "$rc" -ne 0 ]; then
+  if [ "$rc" -eq 72 ]; then  # libFuzzer's exit code after SIGINT: stopped by hand, no finding
+    outcome="INTERRUPTED at $n of ${RUNS[$t]} executions (no crash)"
+  elif [ "$rc" -ne 0 ]; then
     outcome="FAILED (exit $rc): $(ls "$OUT/$t".crash-* "$OUT/$t".timeout-* "$OUT/$t".oom-* 2>/dev/null | head -1); log $OUT/$t.log"
   elif [ "$n" -lt "${RUNS[$t]}" ]; then
     outcome="FAILED: stopped at $n of ${RUNS[$t]} executions; log $OUT/$t.log"
