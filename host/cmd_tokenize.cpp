@@ -8,6 +8,7 @@
 #include <zcode/core/host_services.h>
 #include <zcode/core/registry.h>
 #include <zcode/sdk/buffers.h>
+#include <zcode/sdk/json.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -241,10 +242,10 @@ class LineIterator : public sentencepiece::SentenceIterator {
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
       if (!jsonl_) { value_ = line; ++count_; return; }
       rapidjson::Document d;
-      d.Parse(line.c_str(), line.size());
+      const zcode::sdk::json::Result parsed = zcode::sdk::json::parse(d, line);  // iterative, 256 levels at most
       std::string where = name_ + ":" + std::to_string(line_no_);
-      if (d.HasParseError()) {
-        fail(where + ":" + std::to_string(d.GetErrorOffset() + 1) + ": invalid JSON: " + rapidjson::GetParseError_En(d.GetParseError()));
+      if (!parsed.ok()) {
+        fail(where + ":" + std::to_string(parsed.offset + 1) + ": " + (parsed.too_deep ? "" : "invalid JSON: ") + parsed.message());
         return;
       }
       if (!d.IsObject() || !d.HasMember(field_.c_str())) { fail(where + ":1: missing field \"" + field_ + "\""); return; }

@@ -1,5 +1,6 @@
 // Checkpoint folders: atomic write, `latest`, keep_last_n, verified load.
 #include <zcode/core/checkpoint.h>
+#include <zcode/sdk/json.h>
 
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
@@ -289,8 +290,11 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   const auto& sj = bytes["state.json"];
   out.state_json.assign(sj.begin(), sj.end());
   rapidjson::Document state;
-  state.Parse<rapidjson::kParseFullPrecisionFlag>(out.state_json.c_str());
-  if (state.HasParseError() || !state.IsObject()) throw CheckpointError((dir / "state.json").string() + ": not a JSON object");
+  const sdk::json::Result parsed = sdk::json::parse<rapidjson::kParseFullPrecisionFlag>(state, out.state_json);
+  if (!parsed.ok())
+    throw CheckpointError((dir / "state.json").string() + ":" + sdk::json::line_col(out.state_json, parsed.offset) + ": " +
+                          parsed.message());
+  if (!state.IsObject()) throw CheckpointError((dir / "state.json").string() + ": not a JSON object");
   if (!state.HasMember("step") || !state["step"].IsUint64())
     throw CheckpointError((dir / "state.json").string() + ": missing integer field \"step\"");
   out.step = state["step"].GetUint64();

@@ -7,18 +7,24 @@
 // `console_log_level: off` or `mlflow: yes` must say what they mean).
 #include "config_impl.h"
 
+#include <zcode/sdk/json.h>
+#include <zcode/sdk/utf8.h>
+
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <unordered_set>
 
 namespace zcode {
 namespace config_detail {
@@ -112,8 +118,33 @@ namespace {
                         ": " + msg);
 }
 
-void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, const std::string& origin,
-                  const std::string& path, std::set<std::string>& yaml11) {
+// Untrusted structure is bounded before it is walked (see zcode/sdk/json.h).
+// kMaxConfigDepth: containers nested inside each other, YAML and JSON alike.
+// kMaxConfigValues: values a YAML document may expand to. Anchors and aliases
+// share nodes, so a few lines can stand for 10^11 values ("billion laughs");
+// the walk counts what it produces and stops at this limit. A real config has
+// a few hundred values.
+constexpr unsigned kMaxConfigDepth = sdk::json::kMaxDepth;
+constexpr size_t kMaxConfigValues = 100000;
+
+struct YamlWalk {
+  const std::string& origin;
+  std::set<std::string>& yaml11;
+  size_t values = 0;
+};
+
+void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, YamlWalk& w, const std::string& path,
+                  unsigned depth) {
+  if (++w.values > kMaxConfigValues)
+    load_error(w.origin, n.Mark(),
+               "the document expands to more than " + std::to_string(kMaxConfigValues) +
+                   " values (anchors and aliases are copied where they are used) at " + sdk::json::shown_path(path));
+  const bool container = n.Type() == YAML::NodeType::Sequence || n.Type() == YAML::NodeType::Map;
+  // depth counts the containers around this node; an alias that refers to a
+  // node inside itself also ends here, as an endless nesting.
+  if (container && depth >= kMaxConfigDepth)
+    load_error(w.origin, n.Mark(),
+               "nesting deeper than " + std::to_string(kMaxConfigDepth) + " levels at " + sdk::json::shown_path(path));
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -130,7 +161,7 @@ void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, const std::
       if (tag != "?" && !tag.empty() && tag != "tag:yaml.org,2002:int" &&
           tag != "tag:yaml.org,2002:float" && tag != "tag:yaml.org,2002:bool" &&
           tag != "tag:yaml.org,2002:null")
-        load_error(origin, n.Mark(), "unsupported YAML tag '" + tag + "'");
+        load_error(w.origin, n.Mark(), "unsupported YAML tag '" + tag + "'");
       PlainScalar p = read_plain_scalar(s);
       switch (p.kind) {
         case PlainKind::Null: out.SetNull(); break;
@@ -139,7 +170,7 @@ void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, const std::
         case PlainKind::Uint: out.SetUint64(p.u); break;
         case PlainKind::Float: out.SetDouble(p.d); break;
         case PlainKind::String:
-          if (p.yaml11_bool) yaml11.insert(path);
+          if (p.yaml11_bool) w.yaml11.insert(path);
           out.SetString(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
           break;
       }
@@ -150,22 +181,25 @@ void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, const std::
       size_t i = 0;
       for (const YAML::Node& item : n) {
         JsonValue v;
-        yaml_to_json(item, v, a, origin, join_index(path, i++), yaml11);
+        yaml_to_json(item, v, a, w, join_index(path, i++), depth + 1);
         out.PushBack(v, a);
       }
       return;
     }
     case YAML::NodeType::Map: {
       out.SetObject();
+      // A set, not HasMember: that is linear, so a wide mapping would take
+      // quadratic time.
+      std::unordered_set<std::string> keys;
       for (auto it = n.begin(); it != n.end(); ++it) {
-        if (!it->first.IsScalar()) load_error(origin, it->first.Mark(), "mapping keys must be plain names");
+        if (!it->first.IsScalar()) load_error(w.origin, it->first.Mark(), "mapping keys must be plain names");
         const std::string key = it->first.Scalar();
-        if (out.HasMember(key.c_str()))
-          load_error(origin, it->first.Mark(),
+        if (!keys.insert(key).second)
+          load_error(w.origin, it->first.Mark(),
                      "duplicate key '" + join_path(path, key) + "' (a later value would silently win)");
         JsonValue k(key.data(), static_cast<rapidjson::SizeType>(key.size()), a);
         JsonValue v;
-        yaml_to_json(it->second, v, a, origin, join_path(path, key), yaml11);
+        yaml_to_json(it->second, v, a, w, join_path(path, key), depth + 1);
         out.AddMember(k, v, a);
       }
       return;
@@ -190,36 +224,46 @@ void check_json_duplicates(const JsonValue& v, const std::string& origin, const 
   }
 }
 
+// YAML and JSON are Unicode text. yaml-cpp and RapidJSON pass other bytes
+// through, and the run folder's config.yaml would then hold U+FFFD where the
+// user's byte was: refuse them where they are.
+void check_utf8(std::string_view text, const std::string& origin) {
+  const size_t bad = sdk::invalid_utf8_at(text);
+  if (bad == std::string_view::npos) return;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[bad]));
+  throw ConfigLoadError(origin + ":" + sdk::json::line_col(text, bad) + ": invalid UTF-8 (byte " + hex +
+                        "); a config is UTF-8 text");
+}
+
 }  // namespace
 
 void parse_yaml(std::string_view text, const std::string& origin, JsonDoc& out,
                 std::set<std::string>& yaml11_bools, const std::string& path_prefix) {
+  check_utf8(text, origin);
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own parser stops at 500 levels (DepthGuard, message "bad file"); say it in our terms.
+    load_error(origin, e.mark, "nesting deeper than " + std::to_string(kMaxConfigDepth) + " levels");
   } catch (const YAML::ParserException& e) {
     load_error(origin, e.mark, e.msg);
   } catch (const YAML::Exception& e) {
     load_error(origin, e.mark, e.msg);
   }
   try {
-    yaml_to_json(root, out, out.GetAllocator(), origin, path_prefix, yaml11_bools);
+    YamlWalk walk{origin, yaml11_bools};
+    yaml_to_json(root, out, out.GetAllocator(), walk, path_prefix, 0);
   } catch (const YAML::Exception& e) {
     load_error(origin, e.mark, e.msg);
   }
 }
 
 void parse_json(std::string_view text, const std::string& origin, JsonDoc& out) {
-  out.Parse<rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());
-  if (out.HasParseError()) {
-    size_t off = out.GetErrorOffset(), line = 1, col = 1;
-    for (size_t i = 0; i < off && i < text.size(); ++i) {
-      if (text[i] == '\n') ++line, col = 1;
-      else ++col;
-    }
-    throw ConfigLoadError(origin + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " +
-                          rapidjson::GetParseError_En(out.GetParseError()));
-  }
+  check_utf8(text, origin);
+  const sdk::json::Result r = sdk::json::parse<rapidjson::kParseFullPrecisionFlag>(out, text, kMaxConfigDepth);
+  if (!r.ok()) throw ConfigLoadError(origin + ":" + sdk::json::line_col(text, r.offset) + ": " + r.message());
   check_json_duplicates(out, origin, "");
 }
 

@@ -5,6 +5,7 @@
 
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
+#include <zcode/sdk/json.h>
 
 #include "plugin_loader.h"
 
@@ -98,8 +99,8 @@ std::optional<std::vector<IndexEntry>> read_index(const fs::path& plugin) {
   std::stringstream ss;
   ss << f.rdbuf();
   rapidjson::Document d;
-  d.Parse(ss.str().c_str());
-  if (d.HasParseError() || !d.IsObject() || !d.HasMember("components") || !d["components"].IsArray()) {
+  const bool parsed = sdk::json::parse(d, ss.str()).ok();  // a file on disk: bounded (zcode/sdk/json.h)
+  if (!parsed || !d.IsObject() || !d.HasMember("components") || !d["components"].IsArray()) {
     log::warn(idx.string() + ": not a valid plugin index (ignored; the plugin is loaded only when a name is not found elsewhere)");
     return std::nullopt;
   }

@@ -264,6 +264,36 @@ TEST(JsonlFormat, BadRecordsInErrorModeGiveFileLineColumn) {
   }
 }
 
+TEST(JsonlFormat, DeeplyNestedRecordIsABadRecordNotACrash) {
+  // {"text":"a","meta": then n '[': the root object and n lists. 256 levels
+  // are read (the text field is found); the 257th container is the 256th
+  // '[', at byte 19 + 255 of the line, and is refused.
+  auto record = [](size_t n) {
+    return "{\"text\":\"a\",\"meta\":" + std::string(n, '[') + std::string(n, ']') + "}";
+  };
+  std::string shown = "meta";  // and the [0] of its 255 lists; the message shows 80 characters
+  for (int i = 0; i < 255; ++i) shown += "[0]";
+  shown = shown.substr(0, 80);
+  {
+    TempDir t;
+    write_file(t / "a.jsonl", record(255) + "\n" + "{\"text\":\"cd\"}\n");
+    FakeHost host;
+    Plugin p(host);
+    Loader l(p, host, opts({{"train_path", jstr(t / "x")}, {"val_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")},
+                            {"num_workers", "0"}, {"batch_size", "1"}}),
+             config(16), "val");
+    EXPECT_EQ(concat(windows(l)), stream_of({"a", "cd"}));
+  }
+  for (size_t n : {size_t{256}, size_t{1000000}}) {
+    TempDir t;
+    write_file(t / "a.jsonl", std::string("{\"text\":\"ok\"}\n") + record(n) + "\n");
+    FakeHost host;
+    std::string err = create_error(host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}}), config(8));
+    EXPECT_EQ(err, t / "a.jsonl" + ":2:" + std::to_string(19 + 255 + 1) + ": nesting deeper than 256 levels at " + shown + "...")
+        << n;
+  }
+}
+
 TEST(JsonlFormat, BadRecordsInSkipModeAreCountedAndFirstFiveLogged) {
   TempDir t;
   std::string s = "{\"text\":\"ab\"}\n";

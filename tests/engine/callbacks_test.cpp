@@ -250,6 +250,44 @@ TEST_F(Callbacks, ModelCardRendersACustomTemplate) {
   zcode::status_release(s);
 }
 
+TEST_F(Callbacks, ModelCardTemplateNestingAndSizeAreBounded) {
+  auto create_error = [&](const std::string& text) {
+    const fs::path tpl = dir / "card.mustache";
+    { std::ofstream(tpl, std::ios::binary) << text; }
+    const std::string cfg = R"({"model_card":{"template":")" + tpl.string() + R"("}})";
+    zc_create_args a{};
+    a.struct_size = sizeof a;
+    a.host = host.raw();
+    a.options_json = "{}";
+    a.config_json = cfg.c_str();
+    a.run_dir = "";
+    void* inst = nullptr;
+    zc_status* s = table("model_card")->create(&a, &inst);
+    if (!s) {
+      table("model_card")->destroy(inst);
+      return std::string();
+    }
+    std::string m = zcode::status_message(s);
+    zcode::status_release(s);
+    return m;
+  };
+  auto nested = [](size_t n, const std::string& open = "{{", const std::string& close = "}}") {
+    std::string t;
+    for (size_t i = 0; i < n; ++i) t += open + (i % 2 ? "^" : "#") + "a" + close + "\n";
+    for (size_t i = 0; i < n; ++i) t += open + "/a" + close + "\n";
+    return t;
+  };
+  const std::string where = "model_card.template: " + (dir / "card.mustache").string();
+  EXPECT_EQ(create_error(nested(64)), "");
+  // The 65th section tag is on line 65.
+  EXPECT_EQ(create_error(nested(65)), where + ":65: sections nested deeper than 64 levels");
+  EXPECT_EQ(create_error(nested(50000)), where + ":65: sections nested deeper than 64 levels");
+  // Set-delimiter tags do not hide the sections: line 1 changes them, so the 65th is on line 66.
+  EXPECT_EQ(create_error("{{=<% %>=}}\n" + nested(50000, "<%", "%>")), where + ":66: sections nested deeper than 64 levels");
+  EXPECT_EQ(create_error(std::string((1 << 20) + 1, 'x')),
+            where + ": 1048577 bytes, more than the 1048576-byte limit of a template");
+}
+
 TEST_F(Callbacks, DebuggerWritesGroupNormsAndHistograms) {
   void* model = create_model(zcode::sdk::detail::ModelThunks<DebugModel>::table);
   ASSERT_NE(model, nullptr);

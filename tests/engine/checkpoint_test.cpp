@@ -141,6 +141,23 @@ TEST(Checkpoint, CorruptionsAreRefusedNamingTheFile) {
   EXPECT_EQ(load_error(good), "") << "the original checkpoint must be untouched";
 }
 
+TEST(Checkpoint, DeeplyNestedStateJsonIsRefusedNotACrash) {
+  // A state.json whose hashes were recomputed, so that only its parse can
+  // object: {"step":1,"x": then 10^6 '['. The root and 255 lists are read;
+  // the 256th '[' (byte 14 + 255, column 270) would be the 257th level.
+  fs::path root = fresh_dir("deep_state");
+  fs::path d = zcode::ckpt::write_checkpoint(root, contents(1), 0);
+  const size_t n = 1000000;
+  { std::ofstream(d / "state.json") << "{\"step\":1,\"x\":" << std::string(n, '[') << std::string(n, ']') << "}"; }
+  std::string sums;
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json"})
+    sums += zcode::ckpt::sha256_file(d / f) + "  " + f + "\n";
+  { std::ofstream(d / "SHA256SUMS") << sums; }
+  std::string shown = "x";
+  for (int i = 0; i < 255; ++i) shown += "[0]";
+  EXPECT_EQ(load_error(d), (d / "state.json").string() + ":1:270: nesting deeper than 256 levels at " + shown.substr(0, 80) + "...");
+}
+
 TEST(Checkpoint, KillDuringWriteKeepsThePreviousCheckpoint) {
   fs::path root = fresh_dir("kill");
   zcode::ckpt::write_checkpoint(root, contents(1), 0);

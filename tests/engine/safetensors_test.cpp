@@ -133,6 +133,17 @@ TEST(Safetensors, RefusesLyingHeaders) {
   }
 }
 
+TEST(Safetensors, DeeplyNestedHeaderIsRefusedNotACrash) {
+  // {"a": then n '[': the root object and n lists. The 256th '[' would be the
+  // 257th level; the message names its path (80 characters of it).
+  std::string shown = "a";
+  for (int i = 0; i < 255; ++i) shown += "[0]";
+  for (size_t n : {size_t{256}, size_t{1000000}}) {
+    std::string e = error_of(file_with("{\"a\":" + std::string(n, '[') + std::string(n, ']') + "}", {}));
+    EXPECT_EQ(e, "m.safetensors: safetensors: header: nesting deeper than 256 levels at " + shown.substr(0, 80) + "...") << n;
+  }
+}
+
 TEST(Safetensors, EveryTruncationIsRefused) {
   st::Writer w;
   float v[4] = {1, 2, 3, 4};

@@ -402,6 +402,19 @@ TEST(Registry, WorldWritableFileIsRefusedUnlessAllowed) {
   EXPECT_NE(reg.find(ZC_KIND_CALLBACK, "fake_echo"), nullptr);
 }
 
+TEST(Registry, DeeplyNestedIndexIsIgnoredNotACrash) {
+  // A sidecar index nested 10^6 deep (parsed iteratively, 256 levels at most)
+  // is not a valid index: warned about, and the plugin is found by loading it.
+  TempDir d;
+  d.add("good");
+  std::ofstream(d.path / "libzcode_fake_good.zcode.json") << "{\"components\":" << std::string(1000000, '[');
+  LogCapture cap;
+  Registry reg(only(d.path));
+  ASSERT_NE(reg.find(ZC_KIND_CALLBACK, "fake_echo"), nullptr);
+  EXPECT_TRUE(cap.has("[WARN] " + (d.path / "libzcode_fake_good.zcode.json").string() +
+                      ": not a valid plugin index (ignored; the plugin is loaded only when a name is not found elsewhere)"));
+}
+
 TEST(Registry, LazyLookupLoadsOnlyTheFileThatProvidesTheName) {
   TempDir d;
   d.add("good", "", /*index=*/true);

@@ -233,6 +233,58 @@ TEST_F(Malformed, MergeTokenNotInVocab) {
   EXPECT_NE(e.find("merges.txt:2: token 'c' is not in"), std::string::npos) << e;
 }
 
+// ---- bounds: nesting depth, one id per token, a merges file with merges ----
+
+// `{"<key>":` then n '[' and n ']', then '}': the root object and n lists.
+std::string nested_member(const std::string& key, size_t n) {
+  return "{\"" + key + "\":" + std::string(n, '[') + std::string(n, ']') + "}";
+}
+// The path the message shows for the 257th container below `key`: `key` and
+// the [0] of its 255 lists, 80 characters of it, then "...".
+std::string shown_path(std::string p) {
+  for (int i = 0; i < 255; ++i) p += "[0]";
+  return p.substr(0, 80) + "...";
+}
+
+TEST_F(Malformed, DeeplyNestedJsonIsAnErrorNotACrash) {
+  // The 257th container is the 256th '[', at byte 4 + key length + 255: column 5 + key length + 255.
+  for (size_t n : {size_t{256}, size_t{1000000}}) {
+    std::string p = write("tokenizer.json", nested_member("normalizer", n));
+    zc_status_code code = 0;
+    std::string e = error_for(p, &code);
+    EXPECT_EQ(code, ZC_ERR_DATA);
+    EXPECT_EQ(e, p + ":1:" + std::to_string(5 + 10 + 255) + ": nesting deeper than 256 levels at " + shown_path("normalizer")) << n;
+    std::string v = write("vocab.json", nested_member("a", n));
+    std::string m = write("merges.txt", "a b\n");
+    e = error_for(m);
+    EXPECT_EQ(e, v + ":1:" + std::to_string(5 + 1 + 255) + ": nesting deeper than 256 levels at " + shown_path("a")) << n;
+  }
+}
+
+TEST_F(Malformed, TwoTokensWithOneIdAreAnError) {
+  write("vocab.json", R"({"a":0,"b":1,"ab":1})");
+  std::string p = write("merges.txt", "a b\n");
+  std::string e = error_for(p);
+  EXPECT_EQ(e, (dir_ / "vocab.json").string() + ": tokens \"b\" and \"ab\" both have id 1");
+  p = write("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"<unk>":0},"merges":[]}})");
+  EXPECT_EQ(error_for(p), p + ": model.vocab: tokens \"a\" and \"<unk>\" both have id 0");
+  // One token listed twice (JSON allows the duplicate key; the first id would be unreachable).
+  p = write("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"a":2},"merges":[]}})");
+  EXPECT_EQ(error_for(p), p + ": model.vocab: token \"a\" is listed twice (ids 0 and 2)");
+  // An added token at the id of a different vocabulary token.
+  p = write("tokenizer.json", std::string(R"({"model":{"type":"BPE","vocab":)") + kTinyVocab +
+                                  R"(,"merges":[]},"added_tokens":[{"id":3,"content":"<unk>"},{"id":2,"content":"<x>"}]})");
+  EXPECT_EQ(error_for(p), p + ": added_tokens[1]: tokens \"ab\" and \"<x>\" both have id 2");
+}
+
+TEST_F(Malformed, EmptyMergesFileIsAnError) {
+  write("vocab.json", kTinyVocab);
+  for (const char* text : {"", "#version: 0.2\n", "\n\n"}) {
+    std::string p = write("merges.txt", text);
+    EXPECT_EQ(error_for(p), p + ": no merges (the file is empty or holds only the #version line)") << text;
+  }
+}
+
 TEST_F(Malformed, UnsupportedPipelineParts) {
   std::string p = write("tokenizer.json", std::string(R"({"pre_tokenizer":{"type":"Split","pattern":{"Regex":"x"}},"model":{"type":"BPE","vocab":)") +
                                               kTinyVocab + R"(,"merges":[]}})");

@@ -70,6 +70,14 @@ set +e
 set -e
 [ "$rc" = 2 ] || fail "bad record: exit $rc, expected 2"
 grep -q 'bad.jsonl:2:1: missing field "text"' "$W/err.txt" || fail "bad record message: $(cat "$W/err.txt")"
+# A record nested 10^6 deep is an error with its place, not a stack overflow: after
+# `{"text": "a", "x": ` (19 bytes) the root and 255 lists are read, the 256th '[' is refused.
+{ printf '{"text": "ok"}\n{"text": "a", "x": '; head -c 1000000 /dev/zero | tr '\0' '['; printf '\n'; } > "$W/deep.jsonl"
+set +e
+"$HOST" tokenizer train --input "$W/deep.jsonl" --vocab-size 100 --out "$W/tok3" 2> "$W/err3.txt"; rc=$?
+set -e
+[ "$rc" = 2 ] || fail "deep record: exit $rc, expected 2"
+grep -q 'deep.jsonl:2:275: nesting deeper than 256 levels at x\[0\]\[0\]' "$W/err3.txt" || fail "deep record message: $(cat "$W/err3.txt")"
 
 set +e
 "$HOST" tokenize --tokenizer hf://no/such-model "x" 2> "$W/err2.txt"; rc=$?

@@ -161,6 +161,21 @@ TEST(SentencePiece, Errors) {
   e = zt::create_error(sp(), "{\"path\":" + zt::q(bad.string()) + "}");
   EXPECT_NE(e.find("broken.model: cannot load SentencePiece model"), std::string::npos) << e;
   fs::remove(bad);
+  // Two pieces with one text: the model's pieces are a repeated protobuf
+  // field, so appending one more (field 1, length-delimited: piece "<mask>",
+  // score 0.0f, type CONTROL = 3) to the trained file duplicates <mask>.
+  fs::path dup = model_dir() / "dup.model";
+  {
+    std::ifstream in(model_dir() / "tokenizer.model", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string piece = std::string("\x0A\x06<mask>\x15", 9) + std::string(4, '\0') + "\x18\x03";
+    bytes += "\x0A" + std::string(1, static_cast<char>(piece.size())) + piece;
+    std::ofstream(dup, std::ios::binary) << bytes;
+  }
+  e = zt::create_error(sp(), "{\"path\":" + zt::q(dup.string()) + "}");
+  EXPECT_NE(e.find("dup.model: cannot load SentencePiece model"), std::string::npos) << e;
+  EXPECT_NE(e.find("<mask>"), std::string::npos) << e;
+  fs::remove(dup);
   std::string gpt2 = zt::assets_dir() + "/hf/gpt2";
   if (zt::have_file(gpt2 + "/vocab.json")) {
     e = zt::create_error(sp(), "{\"path\":" + zt::q(gpt2) + "}");

@@ -18,6 +18,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -78,6 +80,61 @@ Best validation loss: {{best_val_loss}} (step {{best_step}}).
 )";
 }
 
+namespace {
+
+// A template is bounded before kainjow/mustache parses it: its parser, the
+// component tree's walk and its destructor recurse once per nested section,
+// so a file of 10^5 nested `{{#a}}` would overflow the stack. Real cards nest
+// a section or two and are a few KiB.
+constexpr size_t kMaxTemplateBytes = size_t{1} << 20;
+constexpr size_t kMaxTemplateNesting = 64;
+
+// Scans tags as Mustache does (set-delimiter tags `{{=<% %>=}}` included) and
+// counts open sections (`#`, `^`); the parser itself reports unbalanced or
+// malformed tags afterwards.
+void check_template_bounds(std::string_view text, const std::string& origin) {
+  if (text.size() > kMaxTemplateBytes)
+    invalid_argument("model_card.template: " + origin + ": " + std::to_string(text.size()) + " bytes, more than the " +
+                     std::to_string(kMaxTemplateBytes) + "-byte limit of a template");
+  std::string open = "{{", close = "}}";
+  size_t depth = 0;
+  for (size_t pos = 0;;) {
+    const size_t a = text.find(open, pos);
+    if (a == std::string_view::npos) return;
+    const size_t b = text.find(close, a + open.size());
+    if (b == std::string_view::npos) return;
+    std::string_view tag = text.substr(a + open.size(), b - a - open.size());
+    pos = b + close.size();
+    while (!tag.empty() && std::isspace(static_cast<unsigned char>(tag.front()))) tag.remove_prefix(1);
+    if (tag.empty()) continue;
+    const char c = tag.front();
+    if (c == '#' || c == '^') {
+      if (++depth > kMaxTemplateNesting) {
+        const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(a), '\n'));
+        invalid_argument("model_card.template: " + origin + ":" + std::to_string(line) + ": sections nested deeper than " +
+                         std::to_string(kMaxTemplateNesting) + " levels");
+      }
+    } else if (c == '/') {
+      if (depth) --depth;
+    } else if (c == '=' && tag.size() > 1 && tag.back() == '=') {
+      std::string_view d = tag.substr(1, tag.size() - 2);
+      while (!d.empty() && std::isspace(static_cast<unsigned char>(d.front()))) d.remove_prefix(1);
+      while (!d.empty() && std::isspace(static_cast<unsigned char>(d.back()))) d.remove_suffix(1);
+      const size_t sp = d.find_first_of(" \t");
+      if (sp == std::string_view::npos) return;  // malformed: the parser says so
+      open = std::string(d.substr(0, sp));
+      std::string_view rest = d.substr(sp);
+      while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest.front()))) rest.remove_prefix(1);
+      close = std::string(rest);
+      if (open.empty() || close.empty()) return;
+    } else if (c == '{' && open == "{{" && pos < text.size() && text[pos] == '}') {
+      ++pos;  // {{{name}}}
+    }
+  }
+}
+
+}  // namespace
+
 ModelCard::ModelCard(const CreateContext& ctx) : host_(ctx.host()), run_dir_(ctx.run_dir()) {
   watts_per_core_ = ctx.options().get<double>("watts_per_core", 10.0);
   pue_ = ctx.options().get<double>("pue", 1.0);
@@ -97,6 +154,7 @@ ModelCard::ModelCard(const CreateContext& ctx) : host_(ctx.host()), run_dir_(ctx
     template_text_ = ss.str();
     template_origin_ = path;
   }
+  check_template_bounds(template_text_, template_origin_);
   mu::mustache probe(template_text_);
   if (!probe.is_valid())
     throw Error(ZC_ERR_INVALID_ARGUMENT, "model_card.template: " + template_origin_ + ": " + probe.error_message());

@@ -3,10 +3,10 @@
 #include "order.h"
 
 #include <zcode/sdk/error.h>
+#include <zcode/sdk/json.h>
+#include <zcode/sdk/utf8.h>
 
-#include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
-#include <rapidjson/reader.h>
 
 #include <cstring>
 
@@ -64,44 +64,6 @@ bool LineReader::next(std::string_view& line, const std::string& where) {
 // RecordParser
 
 namespace {
-
-/// Offset of the first byte that is not well-formed UTF-8 (Unicode 15,
-/// Table 3-7: no overlongs, no surrogates, nothing above U+10FFFF), or npos.
-size_t invalid_utf8_at(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t n = s.size(), i = 0;
-  while (i < n) {
-    if (i + 8 <= n) {  // ASCII fast path, 8 bytes at a time
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      if ((w & 0x8080808080808080ull) == 0) {
-        i += 8;
-        continue;
-      }
-    }
-    unsigned char c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) len = 3, lo = 0xA0;
-    else if (c >= 0xE1 && c <= 0xEC) len = 3;
-    else if (c == 0xED) len = 3, hi = 0x9F;
-    else if (c >= 0xEE && c <= 0xEF) len = 3;
-    else if (c == 0xF0) len = 4, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) len = 4, hi = 0x8F;
-    else return i;
-    if (i + 1 >= n || p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (size_t k = 2; k < len; ++k)
-      if (i + k >= n || (p[i + k] & 0xC0) != 0x80) return i;
-    i += len;
-  }
-  return std::string_view::npos;
-}
 
 const char* kind_name(int kind) {
   static const char* names[] = {"null", "boolean", "number", "string", "object", "array"};
@@ -201,7 +163,7 @@ RecordParser::RecordParser(std::string_view dotted_field) : field_(dotted_field)
 }
 
 bool RecordParser::parse(std::string_view line, std::string& text, size_t& column, std::string& reason) {
-  size_t bad = invalid_utf8_at(line);
+  size_t bad = sdk::invalid_utf8_at(line);
   if (bad != std::string_view::npos) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(line[bad]));
@@ -219,8 +181,8 @@ bool RecordParser::parse(std::string_view line, std::string& text, size_t& colum
   h.path = &path_;
   h.stream = &ms;
   h.text = &text;
-  rapidjson::Reader reader;
-  rapidjson::ParseResult r = reader.Parse<rapidjson::kParseNoFlags>(ms, h);
+  // Iterative and depth-bounded: a record nested 10^6 deep is a bad record, not a stack overflow.
+  const sdk::json::Result r = sdk::json::parse_sax<rapidjson::kParseNoFlags>(ms, h);
   if (!h.reason.empty()) {
     size_t at = h.reason_at;
     if (!h.root_seen || at == 0) {  // the root value: its first non-blank byte
@@ -231,9 +193,9 @@ bool RecordParser::parse(std::string_view line, std::string& text, size_t& colum
     reason = h.reason;
     return false;
   }
-  if (r.IsError()) {
-    column = r.Offset() + 1;
-    reason = std::string("malformed JSON (") + rapidjson::GetParseError_En(r.Code()) + ")";
+  if (!r.ok()) {
+    column = r.offset + 1;
+    reason = r.too_deep ? r.message() : "malformed JSON (" + r.message() + ")";
     return false;
   }
   if (!h.found) {

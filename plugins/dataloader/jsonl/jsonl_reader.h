@@ -54,7 +54,8 @@ class RecordParser {
   /// Parses `line`. On success fills `text` (unescaped UTF-8) and returns
   /// true. On a bad record returns false with `column` (1-based byte column
   /// within the line) and a `reason`: malformed JSON, not an object, missing
-  /// field, non-string field, invalid UTF-8.
+  /// field, non-string field, invalid UTF-8, nesting deeper than
+  /// sdk::json::kMaxDepth (256) levels.
   bool parse(std::string_view line, std::string& text, size_t& column, std::string& reason);
 
  private:

@@ -8,6 +8,7 @@
 #include "shard_source.h"
 #include "token_cache.h"
 
+#include <zcode/sdk/json.h>
 #include <zcode/sdk/plugin.h>
 
 #include <openssl/evp.h>
@@ -436,7 +437,7 @@ class JsonlLoader : public sdk::DataLoader {
 
   void load_meta(const std::string& meta) {
     rapidjson::Document d;
-    d.Parse(meta.c_str());
+    (void)sdk::json::parse(d, meta);  // from a cache file: bounded; anything unreadable is ignored below
     auto it = d.IsObject() ? d.FindMember("provenance") : d.MemberEnd();
     if (it == d.MemberEnd() || !it->value.IsArray() || it->value.Size() != shards_.size()) return;
     for (rapidjson::SizeType i = 0; i < it->value.Size(); ++i) {

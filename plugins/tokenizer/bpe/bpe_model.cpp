@@ -5,6 +5,7 @@
 #include "unicode.h"
 
 #include <zcode/sdk/error.h>
+#include <zcode/sdk/json.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -37,11 +38,7 @@ std::string read_file(const std::string& path) {
 
 // "name:line:col" of a byte offset, for JSON parse errors.
 std::string where_at(std::string_view text, size_t offset, const std::string& name) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
-  }
-  return name + ":" + std::to_string(line) + ":" + std::to_string(col);
+  return name + ":" + sdk::json::line_col(text, offset);
 }
 
 std::string describe(const rapidjson::Value& v) {
@@ -59,9 +56,9 @@ std::string describe(const rapidjson::Value& v) {
 
 rapidjson::Document parse_json(std::string_view text, const std::string& name) {
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseFullPrecisionFlag>(text.data(), text.size());
-  if (d.HasParseError())
-    data_error(where_at(text, d.GetErrorOffset(), name) + ": invalid JSON: " + rapidjson::GetParseError_En(d.GetParseError()));
+  const sdk::json::Result r = sdk::json::parse<rapidjson::kParseFullPrecisionFlag>(d, text);
+  if (r.too_deep) data_error(where_at(text, r.offset, name) + ": " + r.message());
+  if (!r.ok()) data_error(where_at(text, r.offset, name) + ": invalid JSON: " + r.message());
   if (!d.IsObject()) data_error(name + ": expected a JSON object at the top level, found " + describe(d));
   return d;
 }
@@ -240,24 +237,37 @@ std::shared_ptr<const BpeModel> BpeModel::load_hf_json(const std::string& path) 
   return parse_hf_json(read_file(path), path);
 }
 
-// Fills tokens_ from vocab_ (ids must be dense enough: holes get "").
+// Fills tokens_ from vocab_ (ids must be dense enough: holes get ""). Two
+// tokens with one id, or one token listed twice, is an error naming both:
+// either would silently make one of them unreachable.
 static void add_vocab(const JsonCtx& j, const rapidjson::Value& vocab, const std::string& path,
                       std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>& map,
                       std::vector<std::string>& tokens) {
+  auto shown = [](const std::string& t) { return "\"" + t.substr(0, 40) + (t.size() > 40 ? "...\"" : "\""); };
+  const std::string where = j.file + ": " + (path.empty() ? "" : path + ": ");
+  std::vector<bool> assigned;
   for (auto it = vocab.MemberBegin(); it != vocab.MemberEnd(); ++it) {
     std::string tok(it->name.GetString(), it->name.GetStringLength());
     if (!it->value.IsUint() || it->value.GetUint() > 0x7FFFFFF)
       j.type_error(path + "[\"" + tok.substr(0, 40) + "\"]", "a token id (integer 0..134217727)", it->value);
     uint32_t id = it->value.GetUint();
-    if (tokens.size() <= id) tokens.resize(id + 1);
+    if (tokens.size() <= id) tokens.resize(id + 1), assigned.resize(id + 1);
+    if (assigned[id])
+      data_error(where + "tokens " + shown(tokens[id]) + " and " + shown(tok) + " both have id " + std::to_string(id));
+    auto [at, fresh] = map.emplace(tok, static_cast<int32_t>(id));
+    if (!fresh)
+      data_error(where + "token " + shown(tok) + " is listed twice (ids " + std::to_string(at->second) + " and " +
+                 std::to_string(id) + ")");
     tokens[id] = tok;
-    map[tok] = static_cast<int32_t>(id);
+    assigned[id] = true;
   }
 }
 
 std::shared_ptr<const BpeModel> BpeModel::parse_gpt2(std::string_view vocab_json, std::string_view merges,
-                                                     const std::string& vocab_name, const std::string& merges_name) {
+                                                     const std::string& vocab_name, const std::string& merges_name,
+                                                     size_t shared_cache_words) {
   auto m = std::make_shared<BpeModel>();
+  m->word_cache_ = std::make_unique<SharedWordCache>(shared_cache_words, shared_cache_words * 64);
   m->format_ = "gpt2";
   JsonCtx j{vocab_name};
   rapidjson::Document d = parse_json(vocab_json, vocab_name);
@@ -295,12 +305,17 @@ std::shared_ptr<const BpeModel> BpeModel::parse_gpt2(std::string_view vocab_json
     if (!m->merges_.find(pair_key(ia, ib))) m->merges_.put(pair_key(ia, ib), Merge{rank, iab});
     ++rank;
   }
+  // A byte-level model without merges encodes every byte as its own token:
+  // never what a GPT-2 vocabulary means, and the sign of a wrong or empty file.
+  if (rank == 0) data_error(merges_name + ": no merges (the file is empty or holds only the #version line)");
   m->finish(vocab_name);
   return m;
 }
 
-std::shared_ptr<const BpeModel> BpeModel::parse_hf_json(std::string_view json, const std::string& name) {
+std::shared_ptr<const BpeModel> BpeModel::parse_hf_json(std::string_view json, const std::string& name,
+                                                        size_t shared_cache_words) {
   auto m = std::make_shared<BpeModel>();
+  m->word_cache_ = std::make_unique<SharedWordCache>(shared_cache_words, shared_cache_words * 64);
   m->format_ = "tokenizer.json";
   JsonCtx j{name};
   rapidjson::Document d = parse_json(json, name);
@@ -370,6 +385,11 @@ std::shared_ptr<const BpeModel> BpeModel::parse_hf_json(std::string_view json, c
       a.single_word = j.boolean(t, "single_word", path, false);
       a.normalized = j.boolean(t, "normalized", path, !a.special);
       if (m->tokens_.size() <= static_cast<size_t>(a.id)) m->tokens_.resize(static_cast<size_t>(a.id) + 1);
+      // An added token usually repeats its model.vocab entry; another token at its id is a conflict.
+      const std::string& held = m->tokens_[static_cast<size_t>(a.id)];
+      if (!held.empty() && held != a.content)
+        data_error(name + ": " + path + ": tokens \"" + held.substr(0, 40) + "\" and \"" + a.content.substr(0, 40) +
+                   "\" both have id " + std::to_string(a.id));
       m->tokens_[static_cast<size_t>(a.id)] = a.content;
       m->vocab_[a.content] = a.id;
       m->added_.push_back(std::move(a));

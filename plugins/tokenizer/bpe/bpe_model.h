@@ -65,9 +65,16 @@ class BpeModel {
   /// pipeline parts are a ZC_ERR_UNSUPPORTED error naming the JSON path.
   static std::shared_ptr<const BpeModel> load_hf_json(const std::string& path);
   /// Same from bytes already read (`name` is used in messages); for the fuzzer.
-  static std::shared_ptr<const BpeModel> parse_hf_json(std::string_view json, const std::string& name);
+  /// Words the model-wide cache shared by every encoder of a model can hold
+  /// (with 64 bytes of records per word: 8 MiB); reserved when the model is
+  /// parsed. The fuzz target passes a small count, so that a model per input
+  /// does not cost 12 MiB of allocation.
+  static constexpr size_t kSharedCacheWords = size_t{1} << 17;
+  static std::shared_ptr<const BpeModel> parse_hf_json(std::string_view json, const std::string& name,
+                                                       size_t shared_cache_words = kSharedCacheWords);
   static std::shared_ptr<const BpeModel> parse_gpt2(std::string_view vocab_json, std::string_view merges,
-                                                    const std::string& vocab_name, const std::string& merges_name);
+                                                    const std::string& vocab_name, const std::string& merges_name,
+                                                    size_t shared_cache_words = kSharedCacheWords);
 
   /// Ids 0..size()-1 of the model's own vocabulary (added tokens included).
   size_t size() const { return tokens_.size(); }
@@ -107,7 +114,7 @@ class BpeModel {
   bool fast_decode_ = false;
   // Word -> ids results of every encoder of this model; only ever grows, and
   // only with what bpe() computes, so it does not change any result.
-  std::unique_ptr<SharedWordCache> word_cache_ = std::make_unique<SharedWordCache>();
+  std::unique_ptr<SharedWordCache> word_cache_;  // made by parse_*
 };
 
 /// Runs a BpeModel on text segments. Holds scratch buffers and a private

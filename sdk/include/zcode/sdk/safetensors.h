@@ -10,7 +10,8 @@
 //
 // The reader trusts nothing in the file. It refuses, with one message naming
 // the file, a header larger than the file or than kMaxHeaderBytes, invalid
-// JSON, unknown dtypes, negative or overflowing shapes, offsets outside the
+// JSON, JSON nested deeper than json::kMaxDepth (parsed iteratively), unknown
+// dtypes, negative or overflowing shapes, offsets outside the
 // buffer, a byte size that disagrees with dtype x shape, overlapping tensors,
 // holes in the buffer, and duplicate names. After Reader construction every
 // TensorView points inside memory the Reader owns, so no later access can go
@@ -25,6 +26,7 @@
 
 #include <zcode/sdk/error.h>
 #include <zcode/sdk/host.h>
+#include <zcode/sdk/json.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -223,8 +225,9 @@ class Reader {
     const size_t data_size = bytes.size() - 8 - static_cast<size_t>(n);
 
     rapidjson::Document doc;
-    doc.Parse(header.c_str(), header.size());
-    if (doc.HasParseError()) fail("header is not valid JSON (at byte " + std::to_string(doc.GetErrorOffset()) + ")");
+    const json::Result parsed = json::parse(doc, header);
+    if (parsed.too_deep) fail("header: " + parsed.message());
+    if (!parsed.ok()) fail("header is not valid JSON (at byte " + std::to_string(parsed.offset) + ")");
     if (!doc.IsObject()) fail("header is not a JSON object");
 
     struct Span {
