@@ -122,6 +122,16 @@ TEST(SentencePiece, VersionOneMarkerDeclaresItsGapsAndABadVersionIsAnError) {
               std::string::npos)
         << e.what();
   }
+  // A marker nested 300,000 deep is a bounded-parse error naming the file, not a stack overflow.
+  std::ofstream(model_dir() / "zcode_tokenizer.json") << std::string(300000, '[') << std::string(300000, ']');
+  try {
+    zt::Tok deep(sp(), opts(), "{\"model\":{\"moe_experts\":3}}");
+    ADD_FAILURE() << "a marker nested 300000 deep was accepted";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("zcode_tokenizer.json: invalid JSON at 1:"), std::string::npos) << what;
+    EXPECT_NE(what.find("(nesting deeper than 256 levels at [0][0]"), std::string::npos) << what;
+  }
   fs::remove(model_dir() / "zcode_tokenizer.json");
 }
 

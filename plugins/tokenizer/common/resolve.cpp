@@ -3,10 +3,10 @@
 #include "tokenizer_common.h"
 
 #include <zcode/sdk/error.h>
+#include <zcode/sdk/json.h>
 
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 
 #include <dlfcn.h>
 
@@ -164,10 +164,10 @@ int marker_version(const std::string& path) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in && !in.eof()) throw Error(ZC_ERR_IO, path + ": cannot read the tokenizer train marker");
   rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  if (d.HasParseError())
-    throw Error(ZC_ERR_INVALID_ARGUMENT, path + ": invalid JSON at offset " + std::to_string(d.GetErrorOffset()) + " (" +
-                                             rapidjson::GetParseError_En(d.GetParseError()) + ")");
+  const sdk::json::Result r = sdk::json::parse(d, text);  // bounded depth: the marker is a file like any other
+  if (!r.ok())
+    throw Error(ZC_ERR_INVALID_ARGUMENT,
+                path + ": invalid JSON at " + sdk::json::line_col(text, r.offset) + " (" + r.message() + ")");
   auto v = d.IsObject() ? d.FindMember("version") : d.MemberEnd();
   if (!d.IsObject() || v == d.MemberEnd() || !v->value.IsInt() || v->value.GetInt() < 1 ||
       v->value.GetInt() > kTrainedMarkerVersion)
