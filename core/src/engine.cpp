@@ -996,8 +996,14 @@ int Engine::run() {
     m.preflight(true);  // before the run folder exists: a config that cannot run leaves nothing behind
     const bool resume = !m.opts.resume_from.empty();
     m.open_run_dir(resume, m.opts.overwrite);
-    for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints"))
+    ckpt::SetAsideCleanup set_aside;
+    for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints", &set_aside))
       log::warn("Removed " + p.string() + ": a checkpoint left half-written by a process that was killed");
+    for (const auto& [from, to] : set_aside.restored)
+      log::warn("Restored " + to.string() + " from " + from.string() +
+                ": a process was killed while saving that step again");
+    for (const auto& p : set_aside.removed)
+      log::warn("Removed " + p.string() + ": the replaced copy of a checkpoint saved again by a process that was killed");
     // Verify the checkpoint completely before any stage exists.
     std::optional<ckpt::LoadedCheckpoint> ck;
     if (resume) {

@@ -26,6 +26,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zcode::ckpt {
@@ -67,13 +68,26 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& root, const 
 /// Step folders under `root` sorted by step (hidden temp folders ignored).
 std::vector<std::pair<uint64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& root);
 
+/// What remove_stale_temp_folders did with set-aside `.old-step_N-<pid>`
+/// folders (the previous copy of a step being saved again).
+struct SetAsideCleanup {
+  /// (set-aside folder, step folder it was renamed back to): step_N was missing.
+  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> restored;
+  /// Set-aside folders removed because their step_N exists.
+  std::vector<std::filesystem::path> removed;
+};
+
 /// Removes the hidden temp folders `.tmp-step_N-<pid>` under `root` (a
 /// `checkpoints/` folder) that a killed writer left: those whose PID is not a
 /// running process (or is this process, which has written none yet). A
 /// folder of a live process (another run writing there) is left alone.
-/// Returns the folders removed, sorted; throws CheckpointError when one
-/// cannot be removed.
-std::vector<std::filesystem::path> remove_stale_temp_folders(const std::filesystem::path& root);
+/// First, a dead writer's `.old-step_N-<pid>` (step_N moved aside by a
+/// re-save) is renamed back to step_N when step_N is missing (the writer was
+/// killed between the two renames), else removed; `set_aside`, when given,
+/// receives what was done with those. Returns the `.tmp-` folders removed,
+/// sorted; throws CheckpointError when a folder cannot be removed or restored.
+std::vector<std::filesystem::path> remove_stale_temp_folders(const std::filesystem::path& root,
+                                                             SetAsideCleanup* set_aside = nullptr);
 
 /// Resolves a --resume-from / --checkpoint value, for every command that
 /// takes one: "latest" -> the folder named by `<run_dir>/checkpoints/latest`;
