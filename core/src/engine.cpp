@@ -940,6 +940,12 @@ struct Engine::Impl {
       log::info("Reusing " + run_dir.string() +
                 ": it holds only config.yaml and logs/ of a start that failed before its first step "
                 "(logs/console.log is appended to)");
+  }
+
+  // The run folder's config.yaml: written only once the run will start (after
+  // a resume's checkpoint is checked), so a refused resume leaves the folder's
+  // record of its config as it was.
+  void write_run_config() const {
     std::string yaml = "# Resolved ZCode config (defaults and --set overrides applied)";
     if (!opts.config_path.empty()) yaml += "; from " + opts.config_path;
     yaml += "\n";
@@ -995,7 +1001,7 @@ int Engine::run() {
   try {
     m.preflight(true);  // before the run folder exists: a config that cannot run leaves nothing behind
     const bool resume = !m.opts.resume_from.empty();
-    m.open_run_dir(resume, m.opts.overwrite);
+    m.open_run_dir(resume, m.opts.overwrite);  // config.yaml is written below, once the resume is checked
     ckpt::SetAsideCleanup set_aside;
     for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints", &set_aside))
       log::warn("Removed " + p.string() + ": a checkpoint left half-written by a process that was killed");
@@ -1024,6 +1030,7 @@ int Engine::run() {
         m.compare_configs(sb.GetString());
       }
     }
+    m.write_run_config();
     m.guard = std::make_unique<core::NonfiniteGuard>(
         static_cast<int>(m.cfg.training().max_consecutive_nonfinite),
         [](zc_log_level l, const std::string& line) { log::write(static_cast<log::Level>(l), {}, line); });

@@ -603,9 +603,14 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
   const double final_val = json_file(run_dir("refuse") / "metrics.json")["final"]["val"]["loss"].GetDouble();
 
   // A checkpoint past max_steps: refused on resume with both numbers (exit 2).
+  // A refused resume leaves the run folder's config.yaml as the run wrote it
+  // (its --set lines would otherwise record a config that never ran).
+  const std::string config_yaml = slurp(run_dir("refuse") / "config.yaml");
+  ASSERT_FALSE(config_yaml.empty());
   EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=2"}, dir_ / "m.log"), 2);
   EXPECT_NE(slurp(dir_ / "m.log").find("the checkpoint is at step 4, past training.max_steps = 2"), std::string::npos)
       << slurp(dir_ / "m.log");
+  EXPECT_EQ(slurp(run_dir("refuse") / "config.yaml"), config_yaml);
 
   // A step folder whose state.json says another step: refused with both numbers.
   fs::copy(step4, ckroot / "step_3", fs::copy_options::recursive);
@@ -613,6 +618,7 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
   EXPECT_NE(slurp(dir_ / "s.log").find((ckroot / "step_3" / "state.json").string() +
                                        ": step 4 disagrees with the folder name step_3 (step 3)"),
             std::string::npos) << slurp(dir_ / "s.log");
+  EXPECT_EQ(slurp(run_dir("refuse") / "config.yaml"), config_yaml);
   fs::remove_all(ckroot / "step_3");
 
   // Without optimizer.safetensors (file and SHA256SUMS line removed, as when
