@@ -1,6 +1,8 @@
 // Checkpoint folders: atomic write, `latest`, keep_last_n, verified load.
 #include <zcode/core/checkpoint.h>
 
+#include "config_impl.h"
+
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -341,15 +343,34 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   return out;
 }
 
-std::string stored_config_json(const LoadedCheckpoint& ck) {
+namespace {
+// state.json's "config", with its relative file paths made absolute against
+// state.json's "cwd" (the folder the run resolved them against) when it has
+// one: a checkpoint used from another folder still names the run's files.
+// Checkpoints written before "cwd" was recorded keep their paths as written.
+std::string config_of_state(const std::string& state_text, const fs::path& state_path) {
   rapidjson::Document st;
-  st.Parse<rapidjson::kParseFullPrecisionFlag>(ck.state_json.c_str());  // floats round-trip exactly
+  st.Parse<rapidjson::kParseFullPrecisionFlag>(state_text.c_str());  // floats round-trip exactly
   if (st.HasParseError() || !st.IsObject() || !st.HasMember("config") || !st["config"].IsObject())
-    throw CheckpointError((ck.dir / "state.json").string() + ": no \"config\" object; pass --config");
+    throw CheckpointError(state_path.string() + ": no \"config\" object; pass --config");
+  if (st.HasMember("cwd") && st["cwd"].IsString()) {
+    const fs::path cwd(std::string(st["cwd"].GetString(), st["cwd"].GetStringLength()));
+    if (cwd.is_absolute()) config_detail::make_paths_absolute(st["config"], cwd, st.GetAllocator());
+  }
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   st["config"].Accept(w);
   return std::string(sb.GetString(), sb.GetSize());
+}
+}  // namespace
+
+std::string stored_config_json(const LoadedCheckpoint& ck) { return config_of_state(ck.state_json, ck.dir / "state.json"); }
+
+std::string stored_config_json(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw CheckpointError(dir.string() + ": checkpoint folder not found");
+  const auto bytes = read_all(dir / "state.json");
+  return config_of_state(std::string(bytes.begin(), bytes.end()), dir / "state.json");
 }
 
 StateReaderView::StateReaderView(const st::Reader* file, const std::string& prefix, std::string json)

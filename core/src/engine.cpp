@@ -545,12 +545,17 @@ struct Engine::Impl {
       }
       return o + "]";
     }();
+    // The folder the config's relative paths resolve against, for evaluate
+    // and generate with the stored config from another folder.
+    std::error_code cwd_ec;
+    const fs::path cwd = fs::current_path(cwd_ec);
     std::string state = "{\"format\":\"zcode-checkpoint/1\",\"step\":" + std::to_string(step) +
                         ",\"max_steps\":" + std::to_string(cfg.training().max_steps) +
                         ",\"seed\":" + std::to_string(cfg.seed()) +
                         ",\"rng\":{\"note\":\"every random stream is derived from seed and a stream name (zc_host_services.derive_seed); "
                         "stages keep their own generator state in stages.<name>\",\"seed\":" + std::to_string(cfg.seed()) + "}" +
                         ",\"engine\":" + engine_state_json() + ",\"stages\":" + stages +
+                        (cwd_ec ? std::string() : ",\"cwd\":" + json_escape(cwd.string())) +
                         ",\"config\":" + config_json + ",\"config_sha256\":\"" +
                         ckpt::sha256_hex(config_json.data(), config_json.size()) + "\",\"overrides\":" + overrides +
                         ",\"git_commit\":\"" ZCODE_GIT_COMMIT "\",\"environment\":" +

@@ -118,9 +118,18 @@ enum class Parts { kAll, kModelOnly };
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir, Parts parts = Parts::kAll);
 
 /// The config the checkpoint was trained with (state.json's "config"), as
-/// JSON text for HarnessConfig::from_string. Throws CheckpointError naming
-/// state.json when it has none.
+/// JSON text for HarnessConfig::from_string. Its relative file paths
+/// (HarnessConfig::is_path_field) are made absolute against state.json's
+/// "cwd", the working directory of the run that wrote it, so they name the
+/// run's files from any folder; a state.json without "cwd" (written before it
+/// was recorded) keeps them as written. Throws CheckpointError naming
+/// state.json when it has no config.
 std::string stored_config_json(const LoadedCheckpoint& ck);
+/// The same from the step folder `dir`, reading only its state.json (not
+/// verified against SHA256SUMS: for a command that loads, and so verifies,
+/// the whole checkpoint afterwards). Throws CheckpointError when state.json
+/// is missing or unreadable or has no config.
+std::string stored_config_json(const std::filesystem::path& dir);
 
 /// A zc_state_reader over the tensors of `file` whose names start with
 /// `prefix` (the prefix is stripped) and a JSON blob, for a stage's
