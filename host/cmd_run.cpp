@@ -145,10 +145,11 @@ int cmd_evaluate(const std::vector<std::string>& args) {
                      "the path, e.g. outputs/<experiment>/checkpoints/latest\n";
         return kUsageError;
       }
-      const auto ck = ckpt::load_checkpoint(ckpt::resolve(checkpoint, "."), ckpt::Parts::kModelOnly);
-      const std::string text = ckpt::stored_config_json(ck);
-      if (auto rc = load_and_validate((ck.dir / "state.json").string(), f.sets, f.plugins, vc, &text)) return *rc;
-      checkpoint = ck.dir.string();
+      // Only state.json here: Engine::evaluate reads and verifies the whole checkpoint.
+      const std::filesystem::path dir = ckpt::resolve(checkpoint, ".");
+      const std::string text = ckpt::stored_config_json(dir);
+      if (auto rc = load_and_validate((dir / "state.json").string(), f.sets, f.plugins, vc, &text)) return *rc;
+      checkpoint = dir.string();
     } else if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) {
       return *rc;
     }

@@ -5,10 +5,22 @@
 #   zcode-host run examples/quickstart/config.yaml
 # Idempotent. Extra arguments go to `zcode-host run` (e.g. --overwrite,
 # --set training.max_steps=20).
+# ZCODE_QUICKSTART_NO_SETUP=1 skips the setup steps (deps, assets, corpus,
+# build) and only runs: for a tree already set up and built (the README test
+# uses it so that it does not reconfigure the build it runs in).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 JOBS="${ZCODE_JOBS:-2}"
+
+if [ "${ZCODE_QUICKSTART_NO_SETUP:-0}" = 1 ]; then
+  for f in build/release/bin/zcode-host examples/quickstart/config.yaml; do
+    [ -e "$f" ] || { echo "quickstart: ZCODE_QUICKSTART_NO_SETUP=1 but $ROOT/$f does not exist: run scripts/quickstart.sh without it first" >&2; exit 1; }
+  done
+  echo "==> setup skipped (ZCODE_QUICKSTART_NO_SETUP=1)"
+  echo "==> zcode-host run examples/quickstart/config.yaml $*"
+  exec build/release/bin/zcode-host run examples/quickstart/config.yaml "$@"
+fi
 
 scripts/install-deps.sh
 for s in fetch-assets.sh make-corpus.sh; do

@@ -2,6 +2,8 @@
 #include <zcode/core/checkpoint.h>
 #include <zcode/sdk/json.h>
 
+#include "config_impl.h"
+
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -185,14 +187,17 @@ fs::path write_checkpoint(const fs::path& root, const CheckpointContents& c, int
   return final_dir;
 }
 
-std::vector<fs::path> remove_stale_temp_folders(const fs::path& root) {
+std::vector<fs::path> remove_stale_temp_folders(const fs::path& root, SetAsideCleanup* set_aside) {
   std::vector<fs::path> removed;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return removed;
-  std::vector<fs::path> stale;
+  // `.tmp-step_N-PID` (a copy being written) and `.old-step_N-PID` (the copy a
+  // re-save of step N moved aside) of writers that are no longer running.
+  std::vector<std::pair<fs::path, std::string>> stale_tmp, stale_old;  // folder, "step_N"
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(".tmp-step_", 0) != 0 || !e.is_directory(ec)) continue;
+    const bool is_tmp = name.rfind(".tmp-step_", 0) == 0, is_old = name.rfind(".old-step_", 0) == 0;
+    if ((!is_tmp && !is_old) || !e.is_directory(ec)) continue;
     const size_t dash = name.rfind('-');
     if (dash == std::string::npos || dash + 1 >= name.size() || !parse_step_name(name.substr(5, dash - 5))) continue;
     const std::string pid_text = name.substr(dash + 1);
@@ -201,10 +206,27 @@ std::vector<fs::path> remove_stale_temp_folders(const fs::path& root) {
     // This process has written nothing yet, so a folder with its PID is from
     // an earlier process that had the same PID (common in containers).
     const bool alive = pid != ::getpid() && pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
-    if (!alive) stale.push_back(e.path());
+    if (!alive) (is_tmp ? stale_tmp : stale_old).emplace_back(e.path(), name.substr(5, dash - 5));
   }
-  std::sort(stale.begin(), stale.end());
-  for (const auto& p : stale) {
+  std::sort(stale_tmp.begin(), stale_tmp.end());
+  std::sort(stale_old.begin(), stale_old.end());
+  // A writer killed between moving step_N aside and renaming its new copy into
+  // place leaves no step_N: the set-aside copy is complete (it was a
+  // checkpoint), so it goes back before the temp folders are removed.
+  for (const auto& [p, step_name] : stale_old) {
+    const fs::path final_dir = root / step_name;
+    if (!fs::exists(final_dir, ec)) {
+      fs::rename(p, final_dir, ec);
+      if (ec)
+        throw CheckpointError(p.string() + ": cannot restore it as " + final_dir.string() + " (" + ec.message() + ")");
+      if (set_aside) set_aside->restored.emplace_back(p, final_dir);
+    } else {
+      fs::remove_all(p, ec);
+      if (ec) throw CheckpointError(p.string() + ": cannot remove a replaced checkpoint folder (" + ec.message() + ")");
+      if (set_aside) set_aside->removed.push_back(p);
+    }
+  }
+  for (const auto& [p, step_name] : stale_tmp) {
     fs::remove_all(p, ec);
     if (ec)
       throw CheckpointError(p.string() + ": cannot remove a half-written checkpoint folder (" + ec.message() + ")");
@@ -325,15 +347,34 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   return out;
 }
 
-std::string stored_config_json(const LoadedCheckpoint& ck) {
+namespace {
+// state.json's "config", with its relative file paths made absolute against
+// state.json's "cwd" (the folder the run resolved them against) when it has
+// one: a checkpoint used from another folder still names the run's files.
+// Checkpoints written before "cwd" was recorded keep their paths as written.
+std::string config_of_state(const std::string& state_text, const fs::path& state_path) {
   rapidjson::Document st;
-  st.Parse<rapidjson::kParseFullPrecisionFlag>(ck.state_json.c_str());  // floats round-trip exactly
+  st.Parse<rapidjson::kParseFullPrecisionFlag>(state_text.c_str());  // floats round-trip exactly
   if (st.HasParseError() || !st.IsObject() || !st.HasMember("config") || !st["config"].IsObject())
-    throw CheckpointError((ck.dir / "state.json").string() + ": no \"config\" object; pass --config");
+    throw CheckpointError(state_path.string() + ": no \"config\" object; pass --config");
+  if (st.HasMember("cwd") && st["cwd"].IsString()) {
+    const fs::path cwd(std::string(st["cwd"].GetString(), st["cwd"].GetStringLength()));
+    if (cwd.is_absolute()) config_detail::make_paths_absolute(st["config"], cwd, st.GetAllocator());
+  }
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   st["config"].Accept(w);
   return std::string(sb.GetString(), sb.GetSize());
+}
+}  // namespace
+
+std::string stored_config_json(const LoadedCheckpoint& ck) { return config_of_state(ck.state_json, ck.dir / "state.json"); }
+
+std::string stored_config_json(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw CheckpointError(dir.string() + ": checkpoint folder not found");
+  const auto bytes = read_all(dir / "state.json");
+  return config_of_state(std::string(bytes.begin(), bytes.end()), dir / "state.json");
 }
 
 StateReaderView::StateReaderView(const st::Reader* file, const std::string& prefix, std::string json)

@@ -596,11 +596,7 @@ bool HarnessConfig::is_path_field(std::string_view key) {
   return false;
 }
 
-std::string HarnessConfig::to_yaml_absolute_paths(const std::filesystem::path& base) const {
-  JsonDoc scratch;
-  JsonDoc doc;
-  doc.CopyFrom(current(*impl_, scratch), doc.GetAllocator());
-  JsonAlloc& a = doc.GetAllocator();
+void config_detail::make_paths_absolute(JsonValue& doc, const std::filesystem::path& base, JsonAlloc& a) {
   for (std::string_view key : kPathFields) {
     JsonValue* v = &doc;
     size_t from = 0;
@@ -622,6 +618,13 @@ std::string HarnessConfig::to_yaml_absolute_paths(const std::filesystem::path& b
     else
       make_absolute(*v, base, a);
   }
+}
+
+std::string HarnessConfig::to_yaml_absolute_paths(const std::filesystem::path& base) const {
+  JsonDoc scratch;
+  JsonDoc doc;
+  doc.CopyFrom(current(*impl_, scratch), doc.GetAllocator());
+  make_paths_absolute(doc, base, doc.GetAllocator());
   YAML::Emitter e;
   e << YAML::Comment("ZCode resolved config: defaults filled, relative paths made absolute; `overrides` records the --set entries applied");
   e << YAML::Newline;

@@ -81,6 +81,10 @@ std::string describe(const JsonValue& v);
 std::string number_text(const JsonValue& v);
 /// Compact JSON of a value.
 std::string json_text(const JsonValue& v);
+/// Makes every relative file path of the config object `doc` (the fields
+/// HarnessConfig::to_yaml_absolute_paths lists) absolute against `base`;
+/// references with a scheme (`hf://gpt2`) and absolute paths stay as written.
+void make_paths_absolute(JsonValue& doc, const std::filesystem::path& base, JsonAlloc& a);
 
 /// "a.b" + key -> "a.b.key"; "" + key -> "key"; "a" + 3 -> "a[3]".
 std::string join_path(const std::string& base, std::string_view key);

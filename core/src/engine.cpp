@@ -545,12 +545,17 @@ struct Engine::Impl {
       }
       return o + "]";
     }();
+    // The folder the config's relative paths resolve against, for evaluate
+    // and generate with the stored config from another folder.
+    std::error_code cwd_ec;
+    const fs::path cwd = fs::current_path(cwd_ec);
     std::string state = "{\"format\":\"zcode-checkpoint/1\",\"step\":" + std::to_string(step) +
                         ",\"max_steps\":" + std::to_string(cfg.training().max_steps) +
                         ",\"seed\":" + std::to_string(cfg.seed()) +
                         ",\"rng\":{\"note\":\"every random stream is derived from seed and a stream name (zc_host_services.derive_seed); "
                         "stages keep their own generator state in stages.<name>\",\"seed\":" + std::to_string(cfg.seed()) + "}" +
                         ",\"engine\":" + engine_state_json() + ",\"stages\":" + stages +
+                        (cwd_ec ? std::string() : ",\"cwd\":" + json_escape(cwd.string())) +
                         ",\"config\":" + config_json + ",\"config_sha256\":\"" +
                         ckpt::sha256_hex(config_json.data(), config_json.size()) + "\",\"overrides\":" + overrides +
                         ",\"git_commit\":\"" ZCODE_GIT_COMMIT "\",\"environment\":" +
@@ -940,6 +945,12 @@ struct Engine::Impl {
       log::info("Reusing " + run_dir.string() +
                 ": it holds only config.yaml and logs/ of a start that failed before its first step "
                 "(logs/console.log is appended to)");
+  }
+
+  // The run folder's config.yaml: written only once the run will start (after
+  // a resume's checkpoint is checked), so a refused resume leaves the folder's
+  // record of its config as it was.
+  void write_run_config() const {
     std::string yaml = "# Resolved ZCode config (defaults and --set overrides applied)";
     if (!opts.config_path.empty()) yaml += "; from " + opts.config_path;
     yaml += "\n";
@@ -995,9 +1006,15 @@ int Engine::run() {
   try {
     m.preflight(true);  // before the run folder exists: a config that cannot run leaves nothing behind
     const bool resume = !m.opts.resume_from.empty();
-    m.open_run_dir(resume, m.opts.overwrite);
-    for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints"))
+    m.open_run_dir(resume, m.opts.overwrite);  // config.yaml is written below, once the resume is checked
+    ckpt::SetAsideCleanup set_aside;
+    for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints", &set_aside))
       log::warn("Removed " + p.string() + ": a checkpoint left half-written by a process that was killed");
+    for (const auto& [from, to] : set_aside.restored)
+      log::warn("Restored " + to.string() + " from " + from.string() +
+                ": a process was killed while saving that step again");
+    for (const auto& p : set_aside.removed)
+      log::warn("Removed " + p.string() + ": the replaced copy of a checkpoint saved again by a process that was killed");
     // Verify the checkpoint completely before any stage exists.
     std::optional<ckpt::LoadedCheckpoint> ck;
     if (resume) {
@@ -1018,6 +1035,7 @@ int Engine::run() {
         m.compare_configs(sb.GetString());
       }
     }
+    m.write_run_config();
     m.guard = std::make_unique<core::NonfiniteGuard>(
         static_cast<int>(m.cfg.training().max_consecutive_nonfinite),
         [](zc_log_level l, const std::string& line) { log::write(static_cast<log::Level>(l), {}, line); });

@@ -595,6 +595,39 @@ TEST_F(E2E, CheckpointPathsEveryCommand) {
       << slurp(dir_ / "r1.log");
 }
 
+// evaluate and generate without --config use the config stored in the
+// checkpoint; its relative paths (data.val_path, data.cache_dir) are the
+// training run's, resolved against the folder it ran in (state.json "cwd"),
+// not against the folder evaluate is started from.
+TEST_F(E2E, StoredConfigPathsResolveAgainstTheTrainingFolder) {
+  const fs::path cfg = dir_ / "rel.yaml";
+  std::ofstream(cfg) << "experiment_name: rel\nseed: 7\nhardware: {num_threads: 1}\n"
+                     << "model: {type: GLM5pt2, variant: nano, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, "
+                        "head_dim: 16,\n        moe_experts: 2, moe_top_k: 1, moe_ffn_hidden: 32, ffn_hidden: 64, "
+                        "max_seq_len: 16}\n"
+                     << "data: {train_path: train.jsonl, val_path: val.jsonl, tokenizer: " << (kSrc / "assets/hf/gpt2").string()
+                     << ", batch_size: 2, num_workers: 0, cache_dir: cache}\n"
+                     << "training: {max_steps: 2, log_every: 1, eval_every: 2, save_every: 2}\n"
+                     << "logging: {output_dir: outputs}\nevaluation: {max_batches: 2}\n";
+  const fs::path out = dir_ / "out.txt", err = dir_ / "err.txt";
+  ASSERT_EQ(run_split({"run", "rel.yaml"}, out, err, dir_), 0) << slurp(err);
+  const fs::path step = run_dir("rel") / "checkpoints" / "step_2";
+  {
+    const auto st = json_file(step / "state.json");
+    ASSERT_TRUE(st.HasMember("cwd") && st["cwd"].IsString()) << "state.json records no \"cwd\"";
+    EXPECT_EQ(fs::path(st["cwd"].GetString()), fs::canonical(dir_));
+  }
+  const double final_val = json_file(run_dir("rel") / "metrics.json")["final"]["val"]["loss"].GetDouble();
+  const fs::path elsewhere = dir_ / "elsewhere";  // holds no val.jsonl
+  fs::create_directories(elsewhere);
+  ASSERT_EQ(run_split({"evaluate", "--checkpoint", step.string(), "--out", (dir_ / "ev.json").string()}, out, err,
+                      elsewhere), 0) << slurp(err);
+  EXPECT_EQ(json_file(dir_ / "ev.json")["metrics"]["loss"].GetDouble(), final_val);
+  EXPECT_EQ(run_split({"generate", "--checkpoint", step.string(), "--prompt", "the sky", "--max-new-tokens", "3"}, out,
+                      err, elsewhere), 0) << slurp(err);
+  EXPECT_FALSE(fs::exists(elsewhere / "cache")) << "the stored cache_dir resolved against the wrong folder";
+}
+
 TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
   const fs::path cfg = write_config("refuse", 4);
   ASSERT_EQ(run_host({"run", cfg.string()}, dir_ / "run.log"), 0) << slurp(dir_ / "run.log");
@@ -603,9 +636,14 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
   const double final_val = json_file(run_dir("refuse") / "metrics.json")["final"]["val"]["loss"].GetDouble();
 
   // A checkpoint past max_steps: refused on resume with both numbers (exit 2).
+  // A refused resume leaves the run folder's config.yaml as the run wrote it
+  // (its --set lines would otherwise record a config that never ran).
+  const std::string config_yaml = slurp(run_dir("refuse") / "config.yaml");
+  ASSERT_FALSE(config_yaml.empty());
   EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=2"}, dir_ / "m.log"), 2);
   EXPECT_NE(slurp(dir_ / "m.log").find("the checkpoint is at step 4, past training.max_steps = 2"), std::string::npos)
       << slurp(dir_ / "m.log");
+  EXPECT_EQ(slurp(run_dir("refuse") / "config.yaml"), config_yaml);
 
   // A step folder whose state.json says another step: refused with both numbers.
   fs::copy(step4, ckroot / "step_3", fs::copy_options::recursive);
@@ -613,6 +651,7 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
   EXPECT_NE(slurp(dir_ / "s.log").find((ckroot / "step_3" / "state.json").string() +
                                        ": step 4 disagrees with the folder name step_3 (step 3)"),
             std::string::npos) << slurp(dir_ / "s.log");
+  EXPECT_EQ(slurp(run_dir("refuse") / "config.yaml"), config_yaml);
   fs::remove_all(ckroot / "step_3");
 
   // Without optimizer.safetensors (file and SHA256SUMS line removed, as when

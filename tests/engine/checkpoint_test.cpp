@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace {
@@ -292,3 +293,47 @@ TEST(Checkpoint, StepMustMatchTheFolderName) {
 }
 
 }  // namespace
+
+// A re-save of step N moves step_N to `.old-step_N-PID`, then renames its
+// complete new copy `.tmp-step_N-PID` into place: a kill between the two
+// leaves no step_N. The next start puts the old copy back (it was a complete
+// checkpoint) before the temp folder goes; an `.old-` whose step_N exists is
+// only the replaced copy, and goes.
+TEST(Checkpoint, KilledReSaveRestoresTheSetAsideStep) {
+  fs::path root = fresh_dir("resave");
+  zcode::ckpt::write_checkpoint(root, contents(2), 0);
+  zcode::ckpt::write_checkpoint(root, contents(3), 0);
+  auto read_all = [](const fs::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string original = read_all(root / "step_2" / "model.safetensors");
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // a PID that runs nothing: the killed writer
+  const std::string pid = std::to_string(child);
+  // The state at the kill: step_2 set aside, the new copy complete in .tmp-.
+  const fs::path other = fresh_dir("resave_new");
+  zcode::ckpt::write_checkpoint(other, contents(2, 8), 0);
+  const fs::path old2 = root / (".old-step_2-" + pid), tmp2 = root / (".tmp-step_2-" + pid);
+  fs::rename(root / "step_2", old2);
+  fs::rename(other / "step_2", tmp2);
+  // And a replaced copy of step_3 whose new step_3 is in place.
+  const fs::path old3 = root / (".old-step_3-" + pid);
+  fs::copy(root / "step_3", old3);
+  ASSERT_FALSE(fs::exists(root / "step_2"));
+
+  zcode::ckpt::SetAsideCleanup set_aside;
+  EXPECT_EQ(zcode::ckpt::remove_stale_temp_folders(root, &set_aside), (std::vector<fs::path>{tmp2}));
+  ASSERT_EQ(set_aside.restored.size(), 1u);
+  EXPECT_EQ(set_aside.restored[0].first, old2);
+  EXPECT_EQ(set_aside.restored[0].second, root / "step_2");
+  EXPECT_EQ(set_aside.removed, (std::vector<fs::path>{old3}));
+  EXPECT_EQ(load_error(root / "step_2"), "");
+  EXPECT_EQ(read_all(root / "step_2" / "model.safetensors"), original);
+  EXPECT_EQ(load_error(root / "step_3"), "");
+  for (const auto& p : {old2, tmp2, old3}) EXPECT_FALSE(fs::exists(p)) << p;
+  EXPECT_EQ(zcode::ckpt::list_checkpoints(root).size(), 2u);
+  fs::remove_all(root);
+  fs::remove_all(other);
+}

@@ -26,6 +26,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zcode::ckpt {
@@ -67,13 +68,26 @@ std::filesystem::path write_checkpoint(const std::filesystem::path& root, const 
 /// Step folders under `root` sorted by step (hidden temp folders ignored).
 std::vector<std::pair<uint64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& root);
 
+/// What remove_stale_temp_folders did with set-aside `.old-step_N-<pid>`
+/// folders (the previous copy of a step being saved again).
+struct SetAsideCleanup {
+  /// (set-aside folder, step folder it was renamed back to): step_N was missing.
+  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> restored;
+  /// Set-aside folders removed because their step_N exists.
+  std::vector<std::filesystem::path> removed;
+};
+
 /// Removes the hidden temp folders `.tmp-step_N-<pid>` under `root` (a
 /// `checkpoints/` folder) that a killed writer left: those whose PID is not a
 /// running process (or is this process, which has written none yet). A
 /// folder of a live process (another run writing there) is left alone.
-/// Returns the folders removed, sorted; throws CheckpointError when one
-/// cannot be removed.
-std::vector<std::filesystem::path> remove_stale_temp_folders(const std::filesystem::path& root);
+/// First, a dead writer's `.old-step_N-<pid>` (step_N moved aside by a
+/// re-save) is renamed back to step_N when step_N is missing (the writer was
+/// killed between the two renames), else removed; `set_aside`, when given,
+/// receives what was done with those. Returns the `.tmp-` folders removed,
+/// sorted; throws CheckpointError when a folder cannot be removed or restored.
+std::vector<std::filesystem::path> remove_stale_temp_folders(const std::filesystem::path& root,
+                                                             SetAsideCleanup* set_aside = nullptr);
 
 /// Resolves a --resume-from / --checkpoint value, for every command that
 /// takes one: "latest" -> the folder named by `<run_dir>/checkpoints/latest`;
@@ -104,9 +118,18 @@ enum class Parts { kAll, kModelOnly };
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir, Parts parts = Parts::kAll);
 
 /// The config the checkpoint was trained with (state.json's "config"), as
-/// JSON text for HarnessConfig::from_string. Throws CheckpointError naming
-/// state.json when it has none.
+/// JSON text for HarnessConfig::from_string. Its relative file paths
+/// (HarnessConfig::is_path_field) are made absolute against state.json's
+/// "cwd", the working directory of the run that wrote it, so they name the
+/// run's files from any folder; a state.json without "cwd" (written before it
+/// was recorded) keeps them as written. Throws CheckpointError naming
+/// state.json when it has no config.
 std::string stored_config_json(const LoadedCheckpoint& ck);
+/// The same from the step folder `dir`, reading only its state.json (not
+/// verified against SHA256SUMS: for a command that loads, and so verifies,
+/// the whole checkpoint afterwards). Throws CheckpointError when state.json
+/// is missing or unreadable or has no config.
+std::string stored_config_json(const std::filesystem::path& dir);
 
 /// A zc_state_reader over the tensors of `file` whose names start with
 /// `prefix` (the prefix is stripped) and a JSON blob, for a stage's
