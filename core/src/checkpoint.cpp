@@ -354,8 +354,12 @@ namespace {
 // Checkpoints written before "cwd" was recorded keep their paths as written.
 std::string config_of_state(const std::string& state_text, const fs::path& state_path) {
   rapidjson::Document st;
-  st.Parse<rapidjson::kParseFullPrecisionFlag>(state_text.c_str());  // floats round-trip exactly
-  if (st.HasParseError() || !st.IsObject() || !st.HasMember("config") || !st["config"].IsObject())
+  // Bounded like every file read (sdk/json.h); full precision: floats round-trip exactly.
+  const sdk::json::Result parsed = sdk::json::parse<rapidjson::kParseFullPrecisionFlag>(st, state_text);
+  if (!parsed.ok())
+    throw CheckpointError(state_path.string() + ":" + sdk::json::line_col(state_text, parsed.offset) + ": " +
+                          parsed.message());
+  if (!st.IsObject() || !st.HasMember("config") || !st["config"].IsObject())
     throw CheckpointError(state_path.string() + ": no \"config\" object; pass --config");
   if (st.HasMember("cwd") && st["cwd"].IsString()) {
     const fs::path cwd(std::string(st["cwd"].GetString(), st["cwd"].GetStringLength()));

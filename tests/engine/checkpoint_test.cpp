@@ -157,6 +157,14 @@ TEST(Checkpoint, DeeplyNestedStateJsonIsRefusedNotACrash) {
   std::string shown = "x";
   for (int i = 0; i < 255; ++i) shown += "[0]";
   EXPECT_EQ(load_error(d), (d / "state.json").string() + ":1:270: nesting deeper than 256 levels at " + shown.substr(0, 80) + "...");
+  // evaluate/generate without --config read only state.json's config: the same bound.
+  try {
+    (void)zcode::ckpt::stored_config_json(d);
+    ADD_FAILURE() << "a state.json nested 10^6 deep gave a config";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()),
+              (d / "state.json").string() + ":1:270: nesting deeper than 256 levels at " + shown.substr(0, 80) + "...");
+  }
 }
 
 TEST(Checkpoint, KillDuringWriteKeepsThePreviousCheckpoint) {
