@@ -640,7 +640,9 @@ TEST_F(E2E, ResumeOlderCheckpointAndRunFolderConfig) {
       EXPECT_EQ(d["metrics"]["loss"].GetDouble(), want["metrics"]["loss"].GetDouble()) << l;
     }
     EXPECT_EQ(events, 1) << "quiet=" << quiet << "\n" << slurp(out);
-    if (quiet) EXPECT_EQ(lines_of(slurp(out)).size(), 1u) << slurp(out);
+    if (quiet) {
+      EXPECT_EQ(lines_of(slurp(out)).size(), 1u) << slurp(out);
+    }
   }
 }
 
