@@ -15,6 +15,8 @@
 namespace zcode::host {
 
 int cmd_generate(const std::vector<std::string>& args) {
+  // stdout is this command's data (text, ids, listings): log lines, INFO too, go to stderr.
+  log::set_data_on_stdout(true);
   const CommandHelp help{
       "zcode-host generate --checkpoint P (--prompt TEXT | --prompt-file F) [options]",
       "Generate text with a trained model (KV cache). Unset options come from the config's generation section.",

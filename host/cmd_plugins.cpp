@@ -107,6 +107,8 @@ int show(const Registry& reg, const std::string& name, const std::string& kind) 
 }  // namespace
 
 int cmd_plugins(const std::vector<std::string>& args) {
+  // stdout is this command's data (text, ids, listings): log lines, INFO too, go to stderr.
+  log::set_data_on_stdout(true);
   const CommandHelp help{"zcode-host plugins list | show NAME [--kind K] [--plugin-path P]...",
                          "list: name, kind, version, ABI and file of every component on the plugin path "
                          "(exit 1 when a file was refused).\n"

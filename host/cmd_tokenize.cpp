@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "tokenizer_common.h"  // kTrainedMarkerVersion
 
+#include <zcode/core/log.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/registry.h>
 #include <zcode/sdk/buffers.h>
@@ -54,6 +55,8 @@ void write_atomic(const fs::path& path, const std::string& data) {
 }  // namespace
 
 int cmd_tokenize(const std::vector<std::string>& args) {
+  // stdout is this command's data (text, ids, listings): log lines, INFO too, go to stderr.
+  log::set_data_on_stdout(true);
   const CommandHelp help{
       "zcode-host tokenize --tokenizer REF [--file F | TEXT] [--ids | --tokens] [--decode IDS] [--info]",
       "Encode TEXT (or a file) into ids, decode ids, or print the vocabulary size and every special token. "

@@ -152,7 +152,9 @@ typedef struct zc_host_services {
   uint32_t reserved0;
   void* host_ctx; /* pass back as the first argument of every service */
 
-  /* Log one line. `component` names the plugin/stage; both strings are borrowed. */
+  /* Log one line. `component` names the plugin/stage; both strings are borrowed.
+     Component "zcode.record": `message` is one JSON object that the host
+     writes as is on stdout (--log-format json events), not a log line. */
   void (*log)(void* host_ctx, zc_log_level level, const char* component,
               const char* message);
   /* Create a status. `message` is copied. Never returns NULL for code != ZC_OK. */

@@ -664,6 +664,19 @@ bool has_error_at_or_under(const std::vector<ConfigError>& errors, const std::st
 
 }  // namespace
 
+std::string no_plugins_found_message(const std::vector<std::string>& searched) {
+  std::string m = "no plugins found: ";
+  if (searched.empty()) {
+    m += "the plugin path is empty";
+  } else {
+    m += "none in the folders searched (";
+    for (size_t i = 0; i < searched.size(); ++i) m += (i ? ", " : "") + searched[i];
+    m += ")";
+  }
+  return m + "; set ZCODE_PLUGIN_PATH or pass --plugin-path DIR "
+             "(the bundled plugins are looked for in <dir of zcode-host>/../lib/zcode/plugins)";
+}
+
 std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) const {
   const Impl& m = *impl_;
   std::vector<ConfigError> errors;
@@ -684,7 +697,7 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
   for (int k = ZC_KIND_TOKENIZER; no_plugins && k <= ZC_KIND_CALLBACK; ++k)
     no_plugins = provider->component_names(static_cast<zc_kind>(k)).empty();
   if (no_plugins)
-    errors.push_back({"", std::string(kNoPluginsFound)});
+    errors.push_back({"", no_plugins_found_message(provider->searched_folders())});
   if (provider && !no_plugins) {
     std::vector<ConfigError> plugin_errors;
     for (const PluginSection& s : plugin_sections(named, provider)) {

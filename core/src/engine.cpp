@@ -89,19 +89,37 @@ void flatten(const rapidjson::Value& v, const std::string& path, std::map<std::s
   }
 }
 
-// Two JSON string texts naming the same file: equal, or one relative and
-// equal to the other made absolute against the working directory (a run
-// resumed with its run folder's config.yaml, which records absolute paths).
+// Two JSON string values naming the same file: equal, or one relative and
+// equal to the other made absolute against the working directory.
+bool same_file_value(const rapidjson::Value& a, const rapidjson::Value& b) {
+  if (!a.IsString() || !b.IsString()) return false;
+  std::error_code ec;
+  const fs::path pa = fs::absolute(a.GetString(), ec).lexically_normal();
+  if (ec) return false;
+  const fs::path pb = fs::absolute(b.GetString(), ec).lexically_normal();
+  return !ec && pa == pb;
+}
+
+// Two JSON texts naming the same file(s): strings as same_file_value, lists
+// of strings (plugin_path) element by element (a run resumed with its run
+// folder's config.yaml, which records absolute paths).
 bool same_file_path(const std::string& a_json, const std::string& b_json) {
   rapidjson::Document a, b;
   a.Parse(a_json.c_str());
   b.Parse(b_json.c_str());
-  if (!a.IsString() || !b.IsString()) return false;
-  std::error_code ec;
-  const fs::path pa = fs::absolute(a.GetString(), ec).lexically_normal();
-  const fs::path pb = fs::absolute(b.GetString(), ec).lexically_normal();
-  return !ec && pa == pb;
+  if (a.HasParseError() || b.HasParseError()) return false;
+  if (a.IsArray() && b.IsArray()) {
+    if (a.Size() != b.Size()) return false;
+    for (rapidjson::SizeType i = 0; i < a.Size(); ++i)
+      if (!same_file_value(a[i], b[i])) return false;
+    return true;
+  }
+  return same_file_value(a, b);
 }
+
+// Model fields that only change evaluation (forward_eval), not the weights'
+// layout or what training computes: a checkpoint can follow a change of them.
+bool is_eval_only_model_field(std::string_view path) { return path == "model.eval_capacity_factor"; }
 
 // ---- metrics sink -----------------------------------------------------------
 
@@ -569,9 +587,22 @@ struct Engine::Impl {
 
   // Compares the checkpoint's config with this run's; architecture/tokenizer
   // changes are errors, anything else a warning per field.
+  //
+  // The checkpoint's config is resolved against today's schemas first, so a
+  // key added since it was written (absent there) counts only when this
+  // run's value differs from that key's default.
   void compare_configs(const std::string& old_json) {
+    std::string old_resolved = old_json;
+    try {
+      HarnessConfig old = HarnessConfig::from_string(old_json, "the checkpoint's config");
+      old.validate(registry.get());
+      old_resolved = old.to_json();
+    } catch (const std::exception&) {
+      // Not valid under today's schemas: compare it as written (every
+      // difference is reported below).
+    }
     rapidjson::Document a, b;
-    a.Parse(old_json.c_str());
+    a.Parse(old_resolved.c_str());
     b.Parse(config_json.c_str());
     if (!a.IsObject() || !b.IsObject()) return;
     std::map<std::string, std::string> fa, fb;
@@ -581,7 +612,8 @@ struct Engine::Impl {
     auto report = [&](const std::string& path, const std::string& was, const std::string& now) {
       if (path == "overrides") return;
       if (HarnessConfig::is_path_field(path) && same_file_path(was, now)) return;
-      const bool arch = path.rfind("model.", 0) == 0 || path.rfind("data.tokenizer", 0) == 0;
+      const bool arch = (path.rfind("model.", 0) == 0 && !is_eval_only_model_field(path)) ||
+                        path.rfind("data.tokenizer", 0) == 0;
       const std::string line = path + ": checkpoint has " + was + ", config has " + now;
       if (arch) fatal.push_back(line);
       else log::warn("resume: config differs: " + line);
@@ -943,15 +975,15 @@ struct Engine::Impl {
     log::open_file(run_dir / "logs" / "console.log");
     if (reused)
       log::info("Reusing " + run_dir.string() +
-                ": it holds only config.yaml and logs/ of a start that failed before its first step "
-                "(logs/console.log is appended to)");
+                ": it holds only what a start that failed before its first step left (config.yaml, logs/, "
+                "a step-0 metrics.json; logs/console.log is appended to)");
   }
 
   // The run folder's config.yaml: written only once the run will start (after
   // a resume's checkpoint is checked), so a refused resume leaves the folder's
   // record of its config as it was.
   void write_run_config() const {
-    std::string yaml = "# Resolved ZCode config (defaults and --set overrides applied)";
+    std::string yaml = rundir::kResolvedConfigHeader;
     if (!opts.config_path.empty()) yaml += "; from " + opts.config_path;
     yaml += "\n";
     for (const auto& o : cfg.overrides()) yaml += "# --set " + o + "\n";
@@ -1127,11 +1159,18 @@ int Engine::evaluate(const std::string& checkpoint, const std::string& split, co
       std::snprintf(b, sizeof b, " %s %.6g", k.c_str(), v);
       line += b;
     }
-    log::info(line);
+    const std::string result = "{\"checkpoint\":" + json_escape(dir.string()) + ",\"step\":" + std::to_string(ck.step) +
+                               ",\"split\":" + json_escape(split) + ",\"metrics\":" + j + "}";
+    if (log::console_format() == log::Format::Json) {
+      // The result is a record on stdout, shown under --quiet too (it is what
+      // the command is for, not a log line); the text form stays at DEBUG.
+      log::write_record("{\"event\":\"evaluate\"," + result.substr(1), true);
+      log::debug(line);
+    } else {
+      log::info(line);
+    }
     if (!out_json.empty()) {
-      ckpt::write_file_atomic(out_json, "{\"checkpoint\":" + json_escape(dir.string()) + ",\"step\":" +
-                                            std::to_string(ck.step) + ",\"split\":" + json_escape(split) +
-                                            ",\"metrics\":" + j + "}\n");
+      ckpt::write_file_atomic(out_json, result + "\n");
       log::info("Metrics written to " + out_json);
     }
     return kExitOk;

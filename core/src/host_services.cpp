@@ -103,6 +103,10 @@ namespace {
 
 void svc_log(void*, zc_log_level level, const char* component, const char* message) {
   try {
+    if (component && component == log::kRecordComponent) {
+      log::write_record(message ? message : "");  // a console callback's JSON event, not a line
+      return;
+    }
     log::Level l = level > ZC_LOG_ERROR ? log::Level::Error : static_cast<log::Level>(level);
     log::write(l, component ? component : "plugin", message ? message : "");
   } catch (...) {

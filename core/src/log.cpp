@@ -21,6 +21,7 @@ struct State {
   Level console = Level::Info;
   bool console_enabled = true;
   bool quiet = false;
+  bool data_on_stdout = false;  // every console line to stderr
   Format format = Format::Text;
   std::ofstream file;
   std::filesystem::path file_path;
@@ -74,6 +75,22 @@ Level console_level() {
 void set_console_enabled(bool enabled) {
   std::lock_guard<std::mutex> lock(state().mu);
   state().console_enabled = enabled;
+}
+
+void set_data_on_stdout(bool data) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().data_on_stdout = data;
+}
+
+void write_record(std::string_view record, bool shown_when_quiet) {
+  std::string text;
+  text.reserve(record.size() + 1);
+  text.append(record).push_back('\n');
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.console_enabled || (s.quiet && !shown_when_quiet)) return;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
 }
 
 void set_console_quiet(bool quiet) {
@@ -154,11 +171,12 @@ void write(Level level, std::string_view component, std::string_view message) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.console_enabled && level >= s.console && (!s.quiet || level >= Level::Warn)) {
-    std::FILE* out = level >= Level::Warn ? stderr : stdout;
-    const std::string json = s.format == Format::Json ? format_json(level, component, message) : std::string();
-    const std::string& text = s.format == Format::Json ? json : line;
+    std::FILE* out = level >= Level::Warn || s.data_on_stdout ? stderr : stdout;
+    // One fwrite of the line and its newline: stdio locks per call, so two
+    // calls could let another writer's text in between.
+    std::string text = s.format == Format::Json ? format_json(level, component, message) : line;
+    text.push_back('\n');
     std::fwrite(text.data(), 1, text.size(), out);
-    std::fputc('\n', out);
     std::fflush(out);
   }
   if (s.file.is_open() && level >= s.file_level) {

@@ -328,6 +328,12 @@ Registry::~Registry() = default;
 
 const std::vector<SearchDir>& Registry::search_dirs() const { return impl_->dirs; }
 
+std::vector<std::string> Registry::searched_folders() const {
+  std::vector<std::string> out;
+  for (const SearchDir& d : impl_->dirs) out.push_back(d.path.string());
+  return out;
+}
+
 std::vector<fs::path> Registry::candidate_files() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->list();

@@ -4,6 +4,7 @@
 #include <zcode/abi.h>
 #include <zcode/core/build_info.h>
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <thread>
 
 namespace zcode::rundir {
@@ -50,11 +52,39 @@ bool only_start_files(const fs::path& dir, std::initializer_list<const char*> al
   }
   return true;
 }
+
+// Was `dir`/config.yaml written by ZCode (first line kResolvedConfigHeader)?
+bool has_resolved_header(const fs::path& dir) {
+  std::ifstream in(dir / "config.yaml", std::ios::binary);
+  std::string first;
+  if (!in || !std::getline(in, first)) return false;
+  return first.rfind(kResolvedConfigHeader, 0) == 0;
+}
+
+// A metrics.json that records no training step: what the step-0 evaluation
+// of a start killed before its first step leaves.
+bool metrics_without_training(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return true;
+  if (fs::file_size(p, ec) > (64u << 20) || ec) return false;  // not a step-0 file; never parse a huge one
+  std::ifstream in(p, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(text.c_str());  // iterative: no recursion on deep nesting
+  if (d.HasParseError() || !d.IsObject()) return false;
+  auto h = d.FindMember("history");
+  if (h == d.MemberEnd() || !h->value.IsObject()) return false;
+  auto t = h->value.FindMember("train");
+  return t != h->value.MemberEnd() && t->value.IsArray() && t->value.Empty();
+}
 }  // namespace
 
 bool is_failed_start(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "config.yaml", ec) && only_start_files(dir, {});
+  return fs::is_regular_file(dir / "config.yaml", ec) && has_resolved_header(dir) &&
+         fs::is_regular_file(dir / "logs" / "console.log", ec) &&
+         only_start_files(dir, {"metrics.json", "model_card.md", "trace.json"}) &&
+         metrics_without_training(dir / "metrics.json");
 }
 
 bool discard_failed_start(const fs::path& dir) {
@@ -71,6 +101,8 @@ bool prepare(const fs::path& dir, bool resume, bool overwrite) {
   if (is_used(dir) && !resume) {
     if (!overwrite && is_failed_start(dir)) {
       reused = true;
+      // What a start killed after its step-0 evaluation wrote; this run writes its own.
+      for (const char* f : {"metrics.json", "model_card.md", "trace.json"}) fs::remove(dir / f, ec);
     } else if (!overwrite) {
       std::string found;
       for (const char* f : {"checkpoints", "metrics.json", "config.yaml"})

@@ -664,9 +664,22 @@ TEST(PluginSchemas, ValidConfigPassesAndPluginDefaultsAreFilled) {
 // "no ... plugin named" line per section (ten for the quickstart config).
 TEST(PluginSchemas, EmptyPluginPathIsSaidOnce) {
   FakeProvider none;
-  EXPECT_EQ(errs("optimizer:\n  name: adamw\ncallbacks:\n  - type: early_stopping\n", &none),
-            (Lines{zcode::kNoPluginsFound}));
-  EXPECT_NE(std::string(zcode::kNoPluginsFound).find("set ZCODE_PLUGIN_PATH"), std::string::npos);
+  const Lines e = errs("optimizer:\n  name: adamw\ncallbacks:\n  - type: early_stopping\n", &none);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].rfind("no plugins found: the plugin path is empty; set ZCODE_PLUGIN_PATH", 0), 0u) << e[0];
+}
+
+// Folders were searched but held no plugin: the message names them (not
+// "the plugin path is empty").
+TEST(PluginSchemas, NoPluginsNamesTheFoldersSearched) {
+  struct Searched : FakeProvider {
+    std::vector<std::string> searched_folders() const override { return {"/opt/a/plugins", "/home/u/zc"}; }
+  } searched;
+  const Lines e = errs("optimizer:\n  name: adamw\n", &searched);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("no plugins found: none in the folders searched (/opt/a/plugins, /home/u/zc)"), std::string::npos)
+      << e[0];
+  EXPECT_EQ(e[0].find("is empty"), std::string::npos) << e[0];
 }
 
 TEST(PluginSchemas, MissingComponentsAreErrorsWithHints) {

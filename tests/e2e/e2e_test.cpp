@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -416,8 +419,32 @@ TEST_F(E2E, OutputStreamsPathsCallbacksAndFailedStart) {
 TEST(RunDir, FailedStartIsReusedAndAnythingElseRefused) {
   const fs::path d = fs::temp_directory_path() / ("zcode_rundir_" + std::to_string(::getpid()));
   fs::remove_all(d);
+  // A hand-written config.yaml (no ZCode header) in a folder that looks like a
+  // failed start: refused, and left byte-identical.
+  const std::string mine = "# my experiment\nmodel: {d_model: 64}\n";
   fs::create_directories(d / "logs");
-  std::ofstream(d / "config.yaml") << "x: 1\n";
+  std::ofstream(d / "logs/console.log") << "";
+  std::ofstream(d / "config.yaml") << mine;
+  EXPECT_FALSE(zcode::rundir::is_failed_start(d));
+  EXPECT_THROW(zcode::rundir::prepare(d, false, false), zcode::rundir::RunDirError);
+  {
+    std::ifstream in(d / "config.yaml", std::ios::binary);
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), mine);
+  }
+  // ZCode's header but no logs/console.log: refused too.
+  std::ofstream(d / "config.yaml") << zcode::rundir::kResolvedConfigHeader << "; from x.yaml\nx: 1\n";
+  fs::remove(d / "logs/console.log");
+  EXPECT_FALSE(zcode::rundir::is_failed_start(d));
+  std::ofstream(d / "logs/console.log") << "[INFO] ...\n";
+  EXPECT_TRUE(zcode::rundir::is_failed_start(d));
+  // A start killed after its step-0 evaluation: metrics.json with an empty
+  // train history (and model_card.md) still counts as a failed start...
+  std::ofstream(d / "metrics.json") << R"({"final":{},"history":{"train":[],"val":[{"step":0,"loss":10.9}]}})" << "\n";
+  std::ofstream(d / "model_card.md") << "# card\n";
+  EXPECT_TRUE(zcode::rundir::is_failed_start(d));
+  // ...but not once a step was trained.
+  std::ofstream(d / "metrics.json") << R"({"history":{"train":[{"step":1,"loss":10.8}],"val":[]}})" << "\n";
+  EXPECT_FALSE(zcode::rundir::is_failed_start(d));
   std::ofstream(d / "metrics.json") << "{}\n";  // the step-0 evaluation of a failed start
   fs::create_directories(d / "checkpoints");
   EXPECT_FALSE(zcode::rundir::is_failed_start(d));
@@ -512,6 +539,111 @@ TEST_F(E2E, ResumeChecksConfigAndRefusesTamperedCheckpoints) {
   EXPECT_NE(slurp(dir_ / "r4.log").find((latest / "model.safetensors").string() + ": SHA-256 mismatch"), std::string::npos)
       << slurp(dir_ / "r4.log");
   EXPECT_EQ(slurp(dir_ / "r4.log").find("Step 7/8"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// Removes `keys` (dotted paths) from the config stored in `ckpt`'s state.json
+// and rewrites its SHA256SUMS line: a checkpoint written before those keys
+// existed.
+void strip_checkpoint_config(const fs::path& ckpt, const std::vector<std::string>& keys) {
+  rapidjson::Document st = json_file(ckpt / "state.json");
+  for (const std::string& k : keys) {
+    rapidjson::Value* v = &st["config"];
+    std::string rest = k;
+    for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1))
+      v = &(*v)[rest.substr(0, dot).c_str()];
+    ASSERT_TRUE(v->RemoveMember(rest.c_str())) << k;
+  }
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  st.Accept(w);
+  const std::string text = std::string(sb.GetString()) + "\n";
+  std::ofstream(ckpt / "state.json", std::ios::binary) << text;
+  std::string sums;
+  for (const std::string& l : lines_of(slurp(ckpt / "SHA256SUMS")))
+    sums += l.size() > 66 && l.substr(66) == "state.json" ? zcode::ckpt::sha256_hex(text.data(), text.size()) + "  state.json\n"
+                                                          : l + "\n";
+  std::ofstream(ckpt / "SHA256SUMS", std::ios::binary) << sums;
+}
+
+// A checkpoint made before eval_capacity_factor, mask_document_boundary and
+// callbacks_replace_defaults existed resumes without an error or a warning
+// about them (their values here are the defaults); eval_capacity_factor is
+// not architecture; resuming with the run folder's config.yaml (absolute
+// paths, plugin_path a list) warns about nothing.
+TEST_F(E2E, ResumeOlderCheckpointAndRunFolderConfig) {
+  const fs::path plugins = fs::relative(kHost.parent_path().parent_path() / "lib" / "zcode" / "plugins", dir_);
+  const fs::path cfg = write_config("older", 4);
+  std::ofstream(cfg, std::ios::app) << "plugin_path: [" << plugins.string() << "]\n";
+  const fs::path out = dir_ / "out.txt", err = dir_ / "err.txt";
+  ASSERT_EQ(run_split({"run", cfg.string()}, out, err, dir_), 0) << slurp(err);
+  const fs::path latest = zcode::ckpt::resolve("latest", run_dir("older"));
+  strip_checkpoint_config(latest, {"model.eval_capacity_factor", "data.mask_document_boundary", "callbacks_replace_defaults"});
+  ASSERT_EQ(run_split({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=5"}, out, err, dir_), 0)
+      << slurp(out) << slurp(err);
+  const std::string e1 = slurp(err);
+  EXPECT_NE(e1.find("resume: config differs: training.max_steps: checkpoint has 4, config has 5"), std::string::npos) << e1;
+  for (const char* k : {"eval_capacity_factor", "mask_document_boundary", "callbacks_replace_defaults", "plugin_path"})
+    EXPECT_EQ(e1.find(k), std::string::npos) << k << "\n" << e1;
+  // Changing only evaluation's capacity factor is a warning, not an architecture change.
+  ASSERT_EQ(run_split({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=6", "--set",
+                       "model.eval_capacity_factor=1.25"},
+                      out, err, dir_),
+            0)
+      << slurp(err);
+  EXPECT_NE(slurp(err).find("resume: config differs: model.eval_capacity_factor: checkpoint has 0, config has 1.25"),
+            std::string::npos) << slurp(err);
+  // The run folder's config.yaml records absolute paths (plugin_path a
+  // list): only the changed max_steps differs.
+  ASSERT_EQ(run_split({"run", (run_dir("older") / "config.yaml").string(), "--resume-from", "latest", "--set",
+                       "training.max_steps=7", "--set", "model.eval_capacity_factor=1.25"},
+                      out, err, dir_),
+            0)
+      << slurp(err);
+  const std::string e3 = slurp(err);
+  EXPECT_NE(e3.find("config differs: training.max_steps: checkpoint has 6, config has 7"), std::string::npos) << e3;
+  EXPECT_EQ(e3.find("config differs"), e3.rfind("config differs")) << e3;  // the only one
+
+  // generate: stdout is the generated text only; the plugins' INFO lines
+  // ("glm52: Initializing ...") go to stderr.
+  const std::string ck = (run_dir("older") / "checkpoints" / "latest").string();
+  ASSERT_EQ(run_split({"generate", "--checkpoint", ck, "--prompt", "the sky", "--max-new-tokens", "4"}, out, err, dir_), 0)
+      << slurp(err);
+  EXPECT_FALSE(slurp(out).empty());
+  for (const char* tag : {"[INFO]", "[DEBUG]", "glm52:", "Initializing"})
+    EXPECT_EQ(slurp(out).find(tag), std::string::npos) << tag << "\n" << slurp(out);
+  EXPECT_NE(slurp(err).find("[INFO] "), std::string::npos) << slurp(err);
+
+  // evaluate --log-format json: one result object on stdout (also under
+  // --quiet), the same as --out writes.
+  const fs::path res = dir_ / "eval.json";
+  for (bool quiet : {false, true}) {
+    std::vector<std::string> args = {"evaluate", "--checkpoint", ck, "--log-format", "json", "--out", res.string()};
+    if (quiet) args.push_back("--quiet");
+    ASSERT_EQ(run_split(args, out, err, dir_), 0) << slurp(err);
+    const rapidjson::Document want = json_file(res);
+    int events = 0;
+    for (const std::string& l : lines_of(slurp(out))) {
+      rapidjson::Document d;
+      d.Parse<rapidjson::kParseFullPrecisionFlag>(l.c_str());
+      ASSERT_TRUE(!d.HasParseError() && d.IsObject()) << l;
+      if (!d.HasMember("event")) continue;
+      ++events;
+      ASSERT_STREQ(d["event"].GetString(), "evaluate") << l;
+      EXPECT_EQ(d["step"].GetUint64(), 7u) << l;
+      EXPECT_STREQ(d["split"].GetString(), "val") << l;
+      EXPECT_STREQ(d["checkpoint"].GetString(), want["checkpoint"].GetString()) << l;
+      EXPECT_TRUE(d["metrics"]["loss"].IsNumber()) << l;
+      EXPECT_EQ(d["metrics"]["loss"].GetDouble(), want["metrics"]["loss"].GetDouble()) << l;
+    }
+    EXPECT_EQ(events, 1) << "quiet=" << quiet << "\n" << slurp(out);
+    if (quiet) {
+      EXPECT_EQ(lines_of(slurp(out)).size(), 1u) << slurp(out);
+    }
+  }
 }
 
 }  // namespace

@@ -87,6 +87,31 @@ TEST(Log, InfoToStdoutWarningsToStderrQuietAndJson) {
   std::filesystem::remove_all(dir);
 }
 
+// Records (--log-format json events, a command's result) go to stdout whole,
+// obey --quiet unless they are a result and a disabled console; a command
+// whose stdout is data sends every line, INFO too, to stderr. Plugins reach
+// records through zc_host_services.log with component "zcode.record".
+TEST(Log, RecordsAndDataOnStdout) {
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  log::write_record("{\"event\":\"step\",\"step\":1}");
+  log::set_console_quiet(true);
+  log::write_record("{\"event\":\"step\",\"step\":2}");  // hidden by --quiet
+  log::write_record("{\"event\":\"evaluate\"}", true);     // a result: shown
+  log::set_console_quiet(false);
+  log::set_console_enabled(false);
+  log::write_record("{\"event\":\"step\",\"step\":3}");  // console disabled
+  log::set_console_enabled(true);
+  log::set_data_on_stdout(true);
+  log::info("glm52 ready");
+  log::set_data_on_stdout(false);
+  const std::string out = testing::internal::GetCapturedStdout();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(out, "{\"event\":\"step\",\"step\":1}\n{\"event\":\"evaluate\"}\n");
+  EXPECT_EQ(err, "[INFO] glm52 ready\n");
+  EXPECT_EQ(std::string(log::kRecordComponent), "zcode.record");
+}
+
 TEST(Log, OpenFileInAMissingPlaceThrowsNamingIt) {
   try {
     log::open_file("/proc/zcode-no-such-dir/console.log");

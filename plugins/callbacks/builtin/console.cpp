@@ -43,9 +43,10 @@ void Console::print_json(const char* kind, const zc_event& e, const rapidjson::V
     it->value.Accept(w);
   }
   w.EndObject();
-  std::fwrite(sb.GetString(), 1, sb.GetSize(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  // Through the host's logger (component "zcode.record", abi.h): one write
+  // under its lock, so a JSON line is never split by another thread's line,
+  // and --quiet / a disabled console apply.
+  host_.log(ZC_LOG_INFO, "zcode.record", std::string(sb.GetString(), sb.GetSize()));
 }
 
 namespace {

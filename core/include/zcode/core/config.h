@@ -68,10 +68,10 @@ class ConfigLoadError : public std::runtime_error {
 /// the components of each kind (for "did you mean" hints). Implemented by the
 /// plugin registry (core/registry.h); tests use a fake.
 /// The one error HarnessConfig::check gives when the provider has no
-/// component at all (instead of one "no ... plugin named" line per section).
-inline constexpr const char* kNoPluginsFound =
-    "no plugins found: the plugin path is empty; set ZCODE_PLUGIN_PATH or pass --plugin-path DIR "
-    "(the bundled plugins are looked for in <dir of zcode-host>/../lib/zcode/plugins)";
+/// component at all (instead of one "no ... plugin named" line per section):
+/// names the folders `searched` (SchemaProvider::searched_folders), or says
+/// the plugin path is empty when there are none.
+std::string no_plugins_found_message(const std::vector<std::string>& searched);
 
 class SchemaProvider {
  public:
@@ -84,6 +84,9 @@ class SchemaProvider {
                                                     std::string_view component_name) const = 0;
   /// Every component name of `kind` on the plugin path (any order).
   virtual std::vector<std::string> component_names(zc_kind kind) const = 0;
+  /// The folders of the plugin path that exist and were searched, in order
+  /// (for the "no plugins found" message); none by default.
+  virtual std::vector<std::string> searched_folders() const { return {}; }
 };
 
 // ---------------------------------------------------------------------------

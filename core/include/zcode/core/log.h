@@ -66,6 +66,21 @@ void remove_sink(int id);
 
 /// When false, the console sink prints nothing (tests, `--quiet` tools).
 void set_console_enabled(bool enabled);
+/// For commands whose stdout is their data (`generate`, `tokenize`,
+/// `plugins`): when true, every console line goes to stderr, so
+/// `zcode-host generate ... > out.txt` holds only the generated text.
+void set_data_on_stdout(bool data);
+/// Writes `record` (one JSON object, no newline) and its newline on stdout in
+/// one write, under the logger's lock so it never interleaves with a line.
+/// Not written when the console is disabled; hidden by --quiet unless
+/// `shown_when_quiet` (a command's result, such as evaluate's metrics, is
+/// not a log line). Neither the file sink nor the extra sinks receive it.
+/// Plugins reach it through zc_host_services.log with component
+/// kRecordComponent (the console callback's --log-format json events).
+void write_record(std::string_view record, bool shown_when_quiet = false);
+/// The component name that makes a zc_host_services.log message a record
+/// (write_record) instead of a line.
+inline constexpr std::string_view kRecordComponent = "zcode.record";
 
 /// `--quiet`: the console shows only WARN and ERROR, whatever the level set
 /// by set_console_level (the file sink is unchanged).

@@ -121,6 +121,8 @@ class Registry : public SchemaProvider {
 
   /// The folders searched, in order.
   const std::vector<SearchDir>& search_dirs() const;
+  /// search_dirs()' paths as text (SchemaProvider).
+  std::vector<std::string> searched_folders() const override;
 
   /// Every candidate plugin file (regular `*.so` files) in search order,
   /// WITHOUT loading any of them.

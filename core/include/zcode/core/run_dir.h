@@ -19,9 +19,17 @@ class RunDirError : public std::runtime_error {
 /// checkpoints/ folder).
 bool is_used(const std::filesystem::path& dir);
 
+/// The first line of the config.yaml that ZCode writes into a run folder
+/// (followed by "; from PATH" when the config came from a file). A
+/// config.yaml without it was written by someone else and is never reused.
+inline constexpr const char* kResolvedConfigHeader = "# Resolved ZCode config (defaults and --set overrides applied)";
+
 /// True when `dir` holds only what a start that failed before its first
-/// step leaves (see discard_failed_start): config.yaml, logs/ and at most an
-/// empty checkpoints/ folder. Such a folder does not block a new run.
+/// step leaves (see discard_failed_start): a config.yaml whose first line is
+/// kResolvedConfigHeader, logs/console.log, at most an empty checkpoints/
+/// folder, and, from a start killed after its step-0 evaluation, a
+/// metrics.json whose train history is empty (with model_card.md and
+/// trace.json). Such a folder does not block a new run.
 bool is_failed_start(const std::filesystem::path& dir);
 
 /// Makes `dir` ready for a run. A used folder is refused unless `resume`
