@@ -133,6 +133,16 @@ struct YamlWalk {
   size_t values = 0;
 };
 
+// A scalar or key after YAML's escapes ("\\xA0", a NUL read from the file)
+// can be bytes that are not UTF-8 even when the file was: refused too, or the
+// run folder's config.yaml would hold U+FFFD where the value was.
+void check_scalar_utf8(const std::string& s, const YamlWalk& w, const YAML::Mark& m, const std::string& path) {
+  const size_t bad = sdk::invalid_utf8_at(s);
+  if (bad == std::string::npos && s.find('\0') == std::string::npos) return;
+  load_error(w.origin, m, "invalid UTF-8 or a NUL byte in a value or key at " + sdk::json::shown_path(path) +
+                              "; a config is UTF-8 text");
+}
+
 void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, YamlWalk& w, const std::string& path,
                   unsigned depth) {
   if (++w.values > kMaxConfigValues)
@@ -152,6 +162,7 @@ void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, YamlWalk& w
       return;
     case YAML::NodeType::Scalar: {
       const std::string& s = n.Scalar();
+      check_scalar_utf8(s, w, n.Mark(), path);
       const std::string& tag = n.Tag();
       // "!" = quoted or block scalar (always a string); "?" = plain.
       if (tag == "!" || tag == "tag:yaml.org,2002:str") {
@@ -194,6 +205,7 @@ void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, YamlWalk& w
       for (auto it = n.begin(); it != n.end(); ++it) {
         if (!it->first.IsScalar()) load_error(w.origin, it->first.Mark(), "mapping keys must be plain names");
         const std::string key = it->first.Scalar();
+        check_scalar_utf8(key, w, it->first.Mark(), path);
         if (!keys.insert(key).second)
           load_error(w.origin, it->first.Mark(),
                      "duplicate key '" + join_path(path, key) + "' (a later value would silently win)");

@@ -123,6 +123,12 @@ TEST(Bounds, InvalidUtf8IsRefusedWhereItIs) {
   EXPECT_EQ(load_error("{\"data\": {\"tokenizer\": \"\xC0\xAF\"}}", "u.json"),
             "u.json:1:25: invalid UTF-8 (byte 0xC0); a config is UTF-8 text");  // overlong '/'
   EXPECT_EQ(load_error("experiment_name: \"caf\xC3\xA9\"\n", "ok.yaml"), "");
+  // Found by scripts/fuzz-long.sh: a key holding a NUL byte (valid UTF-8 as a
+  // file, but not as text) came back changed from the run folder's config.yaml.
+  const std::string nul_key = std::string("data:\n  \"nam") + '\0' + "x\": 1\n";
+  EXPECT_NE(load_error(nul_key, "k.yaml").find("invalid UTF-8 or a NUL byte in a value or key at data"),
+            std::string::npos)
+      << load_error(nul_key, "k.yaml");
 }
 
 }  // namespace
