@@ -15,6 +15,7 @@
 #include <rapidjson/schema.h>
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
 #include <map>
 
@@ -622,8 +623,17 @@ std::vector<size_t> order_key(const JsonValue& raw, const std::string& path) {
   while (i < path.size()) {
     if (path[i] == '.') ++i;
     if (path[i] == '[') {
-      size_t close = path.find(']', i);
-      size_t idx = std::stoul(path.substr(i + 1, close - i - 1));
+      const size_t close = path.find(']', i);
+      size_t idx = 0;
+      // A user's key may itself hold '[' (found by scripts/fuzz-long.sh: stoul
+      // threw through validate): a bracket that is not an index sorts as missing.
+      const char* first = path.data() + i + 1;
+      const char* last = path.data() + (close == std::string::npos ? path.size() : close);
+      const auto [p, ec] = std::from_chars(first, last, idx);
+      if (close == std::string::npos || ec != std::errc() || p != last) {
+        key.push_back(missing);
+        return key;
+      }
       key.push_back(idx);
       v = (v && v->IsArray() && idx < v->Size()) ? &(*v)[static_cast<rapidjson::SizeType>(idx)] : nullptr;
       i = close + 1;

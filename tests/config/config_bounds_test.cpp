@@ -132,3 +132,17 @@ TEST(Bounds, InvalidUtf8IsRefusedWhereItIs) {
 }
 
 }  // namespace
+
+namespace {
+// Found by scripts/fuzz-long.sh: a key holding '[' made the error sorter's
+// std::stoul throw std::invalid_argument out of validate (a crash in the host).
+TEST(Bounds, KeyWithABracketIsAnErrorNotACrash) {
+  zcode::HarnessConfig cfg = zcode::HarnessConfig::from_string("training:\n  \"x[a\": 1\n  \"y[\": 2\n  max_steps: -1\n", "b.yaml");
+  try {
+    cfg.validate(nullptr);
+    ADD_FAILURE() << "an unknown key was accepted";
+  } catch (const zcode::ConfigValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find("training.x[a"), std::string::npos) << e.what();
+  }
+}
+}  // namespace
