@@ -220,12 +220,22 @@ void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, YamlWalk& w
 }
 
 // RapidJSON accepts duplicate member names; a config with two `lr:` is a
-// mistake the user must hear about.
+// mistake the user must hear about. Keys and strings are also checked after
+// their escapes, as YAML's are (check_scalar_utf8): "\u0000" is valid JSON
+// but not text, and the run folder's config.yaml would give it back changed.
+// (RapidJSON refuses a lone surrogate "\uD800" itself.)
+void check_json_text(const std::string& s, const std::string& origin, const std::string& path) {
+  if (sdk::invalid_utf8_at(s) == std::string::npos && s.find('\0') == std::string::npos) return;
+  throw ConfigLoadError(origin + ": invalid UTF-8 or a NUL byte (after \\u escapes) in a value or key at " +
+                        sdk::json::shown_path(path) + "; a config is UTF-8 text");
+}
+
 void check_json_duplicates(const JsonValue& v, const std::string& origin, const std::string& path) {
   if (v.IsObject()) {
     std::set<std::string> seen;
     for (auto& m : v.GetObject()) {
       std::string key(m.name.GetString(), m.name.GetStringLength());
+      check_json_text(key, origin, path);
       if (!seen.insert(key).second)
         throw ConfigLoadError(origin + ": duplicate key '" + join_path(path, key) +
                               "' (a later value would silently win)");
@@ -233,6 +243,8 @@ void check_json_duplicates(const JsonValue& v, const std::string& origin, const 
     }
   } else if (v.IsArray()) {
     for (rapidjson::SizeType i = 0; i < v.Size(); ++i) check_json_duplicates(v[i], origin, join_index(path, i));
+  } else if (v.IsString()) {
+    check_json_text(std::string(v.GetString(), v.GetStringLength()), origin, path);
   }
 }
 

@@ -129,6 +129,15 @@ TEST(Bounds, InvalidUtf8IsRefusedWhereItIs) {
   EXPECT_NE(load_error(nul_key, "k.yaml").find("invalid UTF-8 or a NUL byte in a value or key at data"),
             std::string::npos)
       << load_error(nul_key, "k.yaml");
+  // The same in JSON, where the NUL or the lone surrogate comes from a \u escape.
+  EXPECT_EQ(load_error(R"({"data": {"nam\u0000x": 1}})", "k.json"),
+            "k.json: invalid UTF-8 or a NUL byte (after \\u escapes) in a value or key at data; a config is UTF-8 text");
+  EXPECT_EQ(load_error(R"({"data": {"tokenizer": "a\u0000"}})", "s.json"),
+            "s.json: invalid UTF-8 or a NUL byte (after \\u escapes) in a value or key at data.tokenizer; a config is "
+            "UTF-8 text");
+  // A lone surrogate is refused by the parser itself, at its place.
+  EXPECT_EQ(load_error(R"({"data": {"tokenizer": "a\ud800"}})", "s.json"),
+            "s.json:1:26: The surrogate pair in string is invalid.");
 }
 
 }  // namespace

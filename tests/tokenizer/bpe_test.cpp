@@ -277,6 +277,31 @@ TEST_F(Malformed, TwoTokensWithOneIdAreAnError) {
   EXPECT_EQ(error_for(p), p + ": added_tokens[1]: tokens \"ab\" and \"<x>\" both have id 2");
 }
 
+// A one-entry vocabulary at id 2^27-1 would make the dense token table 134M
+// strings (4 GiB): the id is bounded by the file's entries + 65536
+// (BpeModel::kMaxUnassignedIds), computed here by hand.
+TEST_F(Malformed, IdFarPastTheVocabularyIsAnError) {
+  write("vocab.json", R"({"a":134217727})");
+  std::string m = write("merges.txt", "a b\n");
+  zc_status_code code = 0;
+  std::string e = error_for(m, &code);
+  EXPECT_EQ(code, ZC_ERR_DATA);
+  EXPECT_EQ(e, (dir_ / "vocab.json").string() +
+                   ": [\"a\"]: id 134217727 is too large: a file of 1 tokens may use ids below 65537 (at most 65536 ids "
+                   "without a token)");
+  // Three entries: ids below 3 + 65536 = 65539, so 65539 fails and 65538 passes the bound.
+  std::string p = write("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":65539},"merges":[]}})");
+  EXPECT_EQ(error_for(p), p + ": model.vocab[\"ab\"]: id 65539 is too large: a file of 3 tokens may use ids below 65539 "
+                              "(at most 65536 ids without a token)");
+  p = write("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":65538},"merges":[]}})");
+  EXPECT_EQ(error_for(p).find("too large"), std::string::npos) << error_for(p);
+  // added_tokens count as entries, and their ids have the same bound.
+  p = write("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[]},)"
+                              R"("added_tokens":[{"id":70000,"content":"<x>"}]})");
+  EXPECT_EQ(error_for(p), p + ": added_tokens[0].id: id 70000 is too large: a file of 4 tokens may use ids below 65540 "
+                              "(at most 65536 ids without a token)");
+}
+
 TEST_F(Malformed, EmptyMergesFileIsAnError) {
   write("vocab.json", kTinyVocab);
   for (const char* text : {"", "#version: 0.2\n", "\n\n"}) {

@@ -237,10 +237,22 @@ std::shared_ptr<const BpeModel> BpeModel::load_hf_json(const std::string& path) 
   return parse_hf_json(read_file(path), path);
 }
 
-// Fills tokens_ from vocab_ (ids must be dense enough: holes get ""). Two
-// tokens with one id, or one token listed twice, is an error naming both:
-// either would silently make one of them unreachable.
-static void add_vocab(const JsonCtx& j, const rapidjson::Value& vocab, const std::string& path,
+// The id bound of a file with `entries` tokens (vocabulary plus added_tokens):
+// see BpeModel::kMaxUnassignedIds. An id at or past it is an error naming the
+// entry, the id and the bound, before the dense token table grows to it.
+static void check_id_bound(const std::string& where, uint32_t id, size_t entries) {
+  size_t bound = entries + BpeModel::kMaxUnassignedIds;
+  if (id >= bound)
+    data_error(where + ": id " + std::to_string(id) + " is too large: a file of " + std::to_string(entries) +
+               " tokens may use ids below " + std::to_string(bound) + " (at most " +
+               std::to_string(BpeModel::kMaxUnassignedIds) + " ids without a token)");
+}
+
+// Fills tokens_ from vocab_ (ids must be dense enough: holes get "", and the
+// largest id is bounded by check_id_bound). Two tokens with one id, or one
+// token listed twice, is an error naming both: either would silently make one
+// of them unreachable.
+static void add_vocab(const JsonCtx& j, const rapidjson::Value& vocab, const std::string& path, size_t entries,
                       std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>& map,
                       std::vector<std::string>& tokens) {
   auto shown = [](const std::string& t) { return "\"" + t.substr(0, 40) + (t.size() > 40 ? "...\"" : "\""); };
@@ -248,9 +260,10 @@ static void add_vocab(const JsonCtx& j, const rapidjson::Value& vocab, const std
   std::vector<bool> assigned;
   for (auto it = vocab.MemberBegin(); it != vocab.MemberEnd(); ++it) {
     std::string tok(it->name.GetString(), it->name.GetStringLength());
-    if (!it->value.IsUint() || it->value.GetUint() > 0x7FFFFFF)
-      j.type_error(path + "[\"" + tok.substr(0, 40) + "\"]", "a token id (integer 0..134217727)", it->value);
+    const std::string entry = path + "[\"" + tok.substr(0, 40) + "\"]";
+    if (!it->value.IsUint()) j.type_error(entry, "a token id (an integer from 0)", it->value);
     uint32_t id = it->value.GetUint();
+    check_id_bound(j.file + ": " + entry, id, entries);
     if (tokens.size() <= id) tokens.resize(id + 1), assigned.resize(id + 1);
     if (assigned[id])
       data_error(where + "tokens " + shown(tokens[id]) + " and " + shown(tok) + " both have id " + std::to_string(id));
@@ -271,7 +284,7 @@ std::shared_ptr<const BpeModel> BpeModel::parse_gpt2(std::string_view vocab_json
   m->format_ = "gpt2";
   JsonCtx j{vocab_name};
   rapidjson::Document d = parse_json(vocab_json, vocab_name);
-  add_vocab(j, d, "", m->vocab_, m->tokens_);
+  add_vocab(j, d, "", d.MemberCount(), m->vocab_, m->tokens_);
   if (m->tokens_.empty()) data_error(vocab_name + ": the vocabulary is empty");
   m->byte_level_ = true;
   m->pre_.kind = PreTokenizer::kByteLevel;
@@ -324,7 +337,9 @@ std::shared_ptr<const BpeModel> BpeModel::parse_hf_json(std::string_view json, c
   if (type != "BPE")
     unsupported(name + ": model.type: \"" + type + "\" is not supported by the bpe tokenizer (expected \"BPE\")");
   const rapidjson::Value& vocab = j.object(model, "vocab", "model.");
-  add_vocab(j, vocab, "model.vocab", m->vocab_, m->tokens_);
+  const rapidjson::Value* added_list = j.get(d, "added_tokens");
+  size_t entries = vocab.MemberCount() + (added_list && added_list->IsArray() ? added_list->Size() : 0);
+  add_vocab(j, vocab, "model.vocab", entries, m->vocab_, m->tokens_);
   const rapidjson::Value* merges = j.get(model, "merges");
   if (!merges) data_error(name + ": model.merges: missing");
   if (!merges->IsArray()) j.type_error("model.merges", "an array", *merges);
@@ -376,7 +391,8 @@ std::shared_ptr<const BpeModel> BpeModel::parse_hf_json(std::string_view json, c
       AddedToken a;
       a.content = j.string(t, "content", path, "");
       const rapidjson::Value* id = j.get(t, "id");
-      if (!id || !id->IsUint() || id->GetUint() > 0x7FFFFFF) data_error(name + ": " + path + ".id: expected a token id");
+      if (!id || !id->IsUint()) data_error(name + ": " + path + ".id: expected a token id (an integer from 0)");
+      check_id_bound(name + ": " + path + ".id", id->GetUint(), entries);
       if (a.content.empty()) data_error(name + ": " + path + ".content: missing or empty");
       a.id = static_cast<int32_t>(id->GetUint());
       a.special = j.boolean(t, "special", path, false);

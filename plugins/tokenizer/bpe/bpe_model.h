@@ -70,6 +70,12 @@ class BpeModel {
   /// parsed. The fuzz target passes a small count, so that a model per input
   /// does not cost 12 MiB of allocation.
   static constexpr size_t kSharedCacheWords = size_t{1} << 17;
+  /// Ids a vocabulary file may leave without a token (holes below its largest
+  /// id). The token table is dense (one string per id up to the largest), so
+  /// an unbounded id would let a one-entry vocab.json demand gigabytes; real
+  /// files have none (GPT-2, Llama-2) or a few reserved ids. A file's largest
+  /// id must be below (its vocabulary entries + added_tokens) + this.
+  static constexpr size_t kMaxUnassignedIds = size_t{1} << 16;
   static std::shared_ptr<const BpeModel> parse_hf_json(std::string_view json, const std::string& name,
                                                        size_t shared_cache_words = kSharedCacheWords);
   static std::shared_ptr<const BpeModel> parse_gpt2(std::string_view vocab_json, std::string_view merges,
