@@ -538,7 +538,16 @@ void emit(YAML::Emitter& e, const JsonValue& v) {
   } else if (v.IsString()) {
     std::string s(v.GetString(), v.GetStringLength());
     PlainScalar p = read_plain_scalar(s);
-    if (p.kind != PlainKind::String || p.yaml11_bool) e << YAML::DoubleQuoted;
+    // yaml-cpp writes control characters raw in a plain scalar, and its
+    // parser then folds them (trailing CRs before the next key lose one), so
+    // any control byte or edge whitespace goes double-quoted, where the
+    // emitter escapes it (\r, \t, \x01) and the text reads back the same.
+    const bool control = std::any_of(s.begin(), s.end(), [](char c) {
+      const auto u = static_cast<unsigned char>(c);
+      return u < 0x20 || u == 0x7f;
+    });
+    const bool edge_space = !s.empty() && (s.front() == ' ' || s.back() == ' ');
+    if (p.kind != PlainKind::String || p.yaml11_bool || control || edge_space) e << YAML::DoubleQuoted;
     e << s;
   } else if (v.IsArray()) {
     bool scalars = std::all_of(v.Begin(), v.End(), [](const JsonValue& x) { return !x.IsObject() && !x.IsArray(); });

@@ -338,6 +338,20 @@ TEST(Load, RoundTripThroughYaml) {
   EXPECT_EQ(b.generation().stop, (Lines{"\n\n", "yes"}));
 }
 
+TEST(Load, RoundTripKeepsControlCharactersAndEdgeSpaces) {
+  // Found by config_fuzz: yaml-cpp wrote "gpt2\r\r\r\r" as a plain scalar
+  // and read it back with one CR fewer, because a key followed it.
+  HarnessConfig a = valid("  extra: \"hf://gpt2\\r\\r\\r\\r\"\n  more: \" lead\\ttab\\x01 trail \"\n");
+  a.validate();
+  const std::string yaml = a.to_yaml();
+  HarnessConfig b = HarnessConfig::from_string(yaml, "roundtrip.yaml");
+  b.validate();
+  EXPECT_EQ(a.to_json(), b.to_json()) << yaml;
+  EXPECT_NE(yaml.find("\"hf://gpt2\\r\\r\\r\\r\""), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\" lead\\ttab\\x01 trail \""), std::string::npos) << yaml;
+  EXPECT_NE(b.to_json().find("\"extra\":\"hf://gpt2\\r\\r\\r\\r\""), std::string::npos) << b.to_json();
+}
+
 TEST(Load, CopyIsDeep) {
   HarnessConfig a = valid("");
   HarnessConfig b = a;
