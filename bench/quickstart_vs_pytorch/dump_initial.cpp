@@ -191,11 +191,9 @@ int run(const Args& a) {
   rapidjson::Writer<rapidjson::StringBuffer> jw(sb);
   doc.Accept(jw);
   const std::string model_json = std::string(sb.GetString()) + "\n";
-  st::Writer::write_file_atomic(out_dir + "/model.json",
-                                std::span(reinterpret_cast<const uint8_t*>(model_json.data()), model_json.size()));
+  zcode::sdk::write_file_atomic(out_dir + "/model.json", model_json);
   const std::string cfg_text = config_json + "\n";
-  st::Writer::write_file_atomic(out_dir + "/config.json",
-                                std::span(reinterpret_cast<const uint8_t*>(cfg_text.data()), cfg_text.size()));
+  zcode::sdk::write_file_atomic(out_dir + "/config.json", cfg_text);
 
   // The first N train batches, in the order the Engine draws them.
   const auto* dt = dc.as<zc_dataloader_table>();

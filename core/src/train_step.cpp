@@ -1,5 +1,6 @@
 // train_step.cpp: see zcode/core/train_step.h.
 #include <zcode/core/train_step.h>
+#include <zcode/sdk/json.h>
 
 #include <rapidjson/document.h>
 
@@ -188,7 +189,9 @@ NonfiniteGuard::Action NonfiniteGuard::check(uint64_t step, double loss, double 
 }
 
 std::string NonfiniteGuard::state_json() const {
-  return "{\"consecutive\":" + std::to_string(consecutive_) + ",\"total_skipped\":" + std::to_string(total_) + "}";
+  zcode::sdk::json::Writer w;
+  w.begin_object().key("consecutive").integer(consecutive_).key("total_skipped").integer(total_).end_object();
+  return w.str();
 }
 
 void NonfiniteGuard::load_state_json(std::string_view json) {

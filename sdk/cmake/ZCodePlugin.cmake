@@ -18,13 +18,10 @@ function(_zcode_plugin_index_tool)
     return()
   endif()
   add_executable(zcode_plugin_index ${_ZCODE_PLUGIN_CMAKE_DIR}/zcode_plugin_index.cpp)
-  if(TARGET ZCode::abi)
-    target_link_libraries(zcode_plugin_index PRIVATE ZCode::abi)
-  else()
-    target_link_libraries(zcode_plugin_index PRIVATE zcode_abi)
-  endif()
-  target_link_libraries(zcode_plugin_index PRIVATE ${CMAKE_DL_LIBS})
-  target_compile_features(zcode_plugin_index PRIVATE cxx_std_17)
+  # The SDK's headers (json.h, file.h) write the index: ZCode::sdk is the
+  # in-tree alias and the installed name alike.
+  target_link_libraries(zcode_plugin_index PRIVATE ZCode::sdk ${CMAKE_DL_LIBS})
+  target_compile_features(zcode_plugin_index PRIVATE cxx_std_20)
   set_target_properties(zcode_plugin_index PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/zcode-sdk-tools)
 endfunction()
 

@@ -7,35 +7,18 @@
 // without loading every plugin (core/README.md):
 //   {"plugin": "optimizers", "components": [{"kind": "optimizer", "name": "adamw"}, ...]}
 // The host still checks the real manifest when it loads the file; the index
-// is only a hint. Written atomically (temp file + rename).
+// is only a hint. Written atomically (sdk/file.h).
 #include <zcode/abi.h>
+#include <zcode/sdk/file.h>
+#include <zcode/sdk/json.h>
 
 #include <dlfcn.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
+#include <exception>
 #include <string>
 
 namespace {
-
-std::string json_string(const char* s) {
-  std::string out = "\"";
-  for (const char* p = s ? s : ""; *p; ++p) {
-    unsigned char c = static_cast<unsigned char>(*p);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 // Negotiation must not call services, but a plugin may store the pointer:
 // give it a complete table of harmless functions.
@@ -93,26 +76,21 @@ int main(int argc, char** argv) {
                  min, ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR);
     return 1;
   }
-  std::string json = "{\"plugin\": " + json_string(m->name) + ", \"components\": [";
+  namespace json = zcode::sdk::json;
+  json::Writer w;
+  w.begin_object().key("plugin").string(m->name ? m->name : "").key("components").begin_array();
   const char* base = reinterpret_cast<const char*>(m->components);
   const size_t stride = m->components[0].struct_size;
   for (uint32_t i = 0; i < m->num_components; ++i) {
     const zc_component& c = *reinterpret_cast<const zc_component*>(base + i * stride);
-    if (i) json += ", ";
-    json += "{\"kind\": " + json_string(zc_kind_name(c.kind)) + ", \"name\": " + json_string(c.name) + "}";
+    const char* kind = zc_kind_name(c.kind);
+    w.begin_object().key("kind").string(kind ? kind : "").key("name").string(c.name ? c.name : "").end_object();
   }
-  json += "]}\n";
-  std::string tmp = std::string(argv[2]) + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) {
-    std::fprintf(stderr, "zcode_plugin_index: %s: %s\n", tmp.c_str(), std::strerror(errno));
-    return 1;
-  }
-  bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), argv[2]) != 0) {
-    std::fprintf(stderr, "zcode_plugin_index: cannot write %s\n", argv[2]);
-    std::remove(tmp.c_str());
+  w.end_array().end_object();
+  try {
+    zcode::sdk::write_file_atomic(argv[2], w.str() + "\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zcode_plugin_index: cannot write %s\n", e.what());
     return 1;
   }
   return 0;  // the plugin stays loaded until exit (never unloaded, as in the host)

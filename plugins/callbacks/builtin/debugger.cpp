@@ -1,6 +1,8 @@
 // `debugger` callback (see callbacks.h).
 #include "callbacks.h"
 
+#include <zcode/sdk/json.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -52,24 +54,24 @@ struct Hist {
     const int64_t i = std::clamp<int64_t>(static_cast<int64_t>(std::floor(pos)), 0, static_cast<int64_t>(counts.size()) - 1);
     ++counts[static_cast<size_t>(i)];
   }
-  std::string json() const {
-    std::string s = "{\"log10_range\":[-12,2],\"counts\":[";
-    for (size_t i = 0; i < counts.size(); ++i) {
-      if (i) s += ",";
-      s += std::to_string(counts[i]);
-    }
-    return s + "],\"zeros\":" + std::to_string(zeros) + ",\"nonfinite\":" + std::to_string(nonfinite) + "}";
+  void write(json::Writer& w) const {
+    w.begin_object().key("log10_range").begin_array().integer(-12).integer(2).end_array();
+    w.key("counts").begin_array();
+    for (const auto c : counts) w.integer(c);
+    w.end_array().key("zeros").integer(zeros).key("nonfinite").integer(nonfinite).end_object();
   }
 };
 
 // The model's kept activations (ABI 1.2) as {"name": {"shape", "mean",
 // "std", "max_abs", "hist"}}, or null when the model does not expose them.
 // mean and std are over every element, in double (population std, two passes).
-std::string activations_json(const ModelRef& model, int64_t bins) {
+void write_activations(json::Writer& w, const ModelRef& model, int64_t bins) {
   zc_param_list acts{};
-  if (!model.activations(&acts)) return "null";
-  std::string out = "{";
-  char b[160];
+  if (!model.activations(&acts)) {
+    w.null();
+    return;
+  }
+  w.begin_object();
   for (size_t i = 0; i < acts.count; ++i) {
     const DLTensor* t = acts.params[i].value;
     if (!t || t->device.device_type != kDLCPU || !same_dtype(t->dtype, kF32)) continue;
@@ -86,19 +88,14 @@ std::string activations_json(const ModelRef& model, int64_t bins) {
     const double mean = n ? sum / static_cast<double>(n) : 0.0;
     for (int64_t k = 0; k < n; ++k) sq += (x[k] - mean) * (x[k] - mean);  // two passes: no cancellation
     const double var = n ? sq / static_cast<double>(n) : 0.0;
-    std::string shape = "[";
-    for (int d = 0; d < t->ndim; ++d) {
-      if (d) shape += ',';
-      shape += std::to_string(t->shape[d]);
-    }
-    shape += "]";
-    std::snprintf(b, sizeof b, "\"mean\":%.9g,\"std\":%.9g,\"max_abs\":%.9g,", mean, std::sqrt(var), mx);
-    if (out.size() > 1) out += ",";
-    out += "\"";
-    out += acts.params[i].name;
-    out += "\":{\"shape\":" + shape + "," + b + "\"hist\":" + h.json() + "}";
+    w.key(acts.params[i].name ? acts.params[i].name : "").begin_object().key("shape").begin_array();
+    for (int d = 0; d < t->ndim; ++d) w.integer(t->shape[d]);
+    w.end_array().key("mean").number(mean, 9).key("std").number(std::sqrt(var), 9).key("max_abs").number(mx, 9);
+    w.key("hist");
+    h.write(w);
+    w.end_object();
   }
-  return out + "}";
+  w.end_object();
 }
 
 }  // namespace
@@ -126,29 +123,19 @@ uint32_t Debugger::on_event(const zc_event& e) {
       }
     }
   }
-  std::string line = "{\"step\":" + std::to_string(e.step) + ",\"grad_norm\":{";
-  bool first = true;
-  char b[64];
-  for (const auto& [name, v] : groups) {
-    std::snprintf(b, sizeof b, "%.9g", std::sqrt(v.first));
-    line += first ? "\"" : ",\"";
-    line += name;
-    line += "\":";
-    line += b;
-    first = false;
-  }
-  line += "},\"param_norm\":{";
-  first = true;
-  for (const auto& [name, v] : groups) {
-    std::snprintf(b, sizeof b, "%.9g", std::sqrt(v.second));
-    line += first ? "\"" : ",\"";
-    line += name;
-    line += "\":";
-    line += b;
-    first = false;
-  }
-  line += "},\"grad_hist\":" + hg.json() + ",\"param_hist\":" + hv.json() + ",\"activations\":" + activations_json(model, bins_) +
-          "}\n";
+  json::Writer w;
+  w.begin_object().key("step").integer(e.step).key("grad_norm").begin_object();
+  for (const auto& [name, v] : groups) w.key(name).number(std::sqrt(v.first), 9);
+  w.end_object().key("param_norm").begin_object();
+  for (const auto& [name, v] : groups) w.key(name).number(std::sqrt(v.second), 9);
+  w.end_object().key("grad_hist");
+  hg.write(w);
+  w.key("param_hist");
+  hv.write(w);
+  w.key("activations");
+  write_activations(w, model, bins_);
+  w.end_object();
+  const std::string line = w.str() + "\n";
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);

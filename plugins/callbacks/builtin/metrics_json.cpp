@@ -1,7 +1,8 @@
 // `metrics_json` callback (see callbacks.h).
 #include "callbacks.h"
 
-#include <zcode/sdk/safetensors.h>
+#include <zcode/sdk/file.h>
+#include <zcode/sdk/json.h>
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -67,16 +68,20 @@ uint32_t MetricsJson::on_event(const zc_event& e) {
   return 0;
 }
 
+// last_train_, last_val_ ("{}" until the first record) and the histories
+// (records joined by ',') are JSON text already (with_step): spliced verbatim.
 void MetricsJson::write() const {
-  std::string best = has_best_ ? "{\"val_loss\":" + std::to_string(best_) + ",\"step\":" + std::to_string(best_step_) + "}" : "null";
-  if (has_best_) {  // full precision for the number
-    char b[64];
-    std::snprintf(b, sizeof b, "%.17g", best_);
-    best = std::string("{\"val_loss\":") + b + ",\"step\":" + std::to_string(best_step_) + "}";
-  }
-  const std::string text = "{\"final\":{\"train\":" + last_train_ + ",\"val\":" + last_val_ + "},\"best\":" + best +
-                           ",\"history\":{\"train\":[" + train_hist_ + "],\"val\":[" + val_hist_ + "]}}\n";
-  safetensors::Writer::write_file_atomic(path_, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  json::Writer w;
+  w.begin_object().key("final").begin_object();
+  w.key("train").raw(last_train_).key("val").raw(last_val_).end_object();
+  w.key("best");
+  if (has_best_) w.begin_object().key("val_loss").number(best_, 17).key("step").integer(best_step_).end_object();
+  else w.null();
+  w.key("history").begin_object();
+  w.key("train").begin_array().raw(train_hist_).end_array();
+  w.key("val").begin_array().raw(val_hist_).end_array();
+  w.end_object().end_object();
+  write_file_atomic(path_, w.str() + "\n");
 }
 
 void MetricsJson::save_state(const StateWriter& w) {

@@ -11,7 +11,7 @@
 // Impact): energy = power × time × PUE, emissions = energy × grid intensity.
 #include "callbacks.h"
 
-#include <zcode/sdk/safetensors.h>
+#include <zcode/sdk/file.h>
 
 #include <mustache.hpp>
 
@@ -279,7 +279,7 @@ uint32_t ModelCard::on_event(const zc_event& e) {
     throw Error(ZC_ERR_INVALID_ARGUMENT, "model_card.template: " + template_origin_ + ": " + tmpl.error_message());
   if (run_dir_.empty()) return 0;
   const std::string path = run_dir_ + "/model_card.md";
-  safetensors::Writer::write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(out.data()), out.size()));
+  write_file_atomic(path, out);
   host_.info("model_card", "written to " + path);
   return 0;
 }

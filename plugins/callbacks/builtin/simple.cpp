@@ -1,6 +1,8 @@
 // `checkpoint` and `early_stopping` callbacks (see callbacks.h).
 #include "callbacks.h"
 
+#include <zcode/sdk/json.h>
+
 #include <cmath>
 
 namespace zcode::callbacks {
@@ -47,10 +49,10 @@ uint32_t EarlyStopping::on_event(const zc_event& e) {
 }
 
 void EarlyStopping::save_state(const StateWriter& w) {
-  char b[128];
-  std::snprintf(b, sizeof b, "{\"has_best\":%s,\"best\":%.17g,\"bad\":%lld}", has_best_ ? "true" : "false",
-                has_best_ ? best_ : 0.0, static_cast<long long>(bad_));
-  w.put_json(b);
+  sdk::json::Writer j;
+  j.begin_object().key("has_best").boolean(has_best_).key("best").number(has_best_ ? best_ : 0.0, 17);
+  j.key("bad").integer(static_cast<long long>(bad_)).end_object();
+  w.put_json(j.str());
 }
 
 void EarlyStopping::load_state(const StateReader& r) {

@@ -527,7 +527,9 @@ class JsonlLoader : public sdk::DataLoader {
                                      " bad records skipped)");
       }
       provenance_ = build_provenance(true);
-      w.finish("{\"provenance\":" + provenance_ + "}");
+      sdk::json::Writer meta;
+      meta.begin_object().key("provenance").raw(provenance_).end_object();
+      w.finish(meta.str());
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       host_.info("jsonl", "token cache written: " + std::to_string(w.n_tokens()) + " tokens, " +
                               std::to_string(w.n_docs()) + " docs in " + std::to_string(s) + " s");

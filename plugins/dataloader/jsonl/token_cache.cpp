@@ -1,19 +1,15 @@
 #include "token_cache.h"
 
-#include "order.h"
-
 #include <zcode/sdk/error.h>
 
 #include <zlib.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
 
 namespace zcode::data {
@@ -26,24 +22,6 @@ uint32_t crc32_of(uint32_t crc, const void* data, size_t n) {
   return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), n));
 }
 
-[[noreturn]] void io_error(const std::string& what, const std::string& path) {
-  throw Error(ZC_ERR_IO, "token cache: " + what + " '" + path + "' failed (" + std::strerror(errno) + ")");
-}
-
-void write_all(int fd, const void* data, size_t n, off_t at, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = at >= 0 ? ::pwrite(fd, p, n, at) : ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      io_error("write to", path);
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-    if (at >= 0) at += w;
-  }
-}
-
 }  // namespace
 
 TokenCacheWriter::TokenCacheWriter(std::string final_path, uint32_t token_bytes, const unsigned char key[32])
@@ -51,26 +29,17 @@ TokenCacheWriter::TokenCacheWriter(std::string final_path, uint32_t token_bytes,
   std::memcpy(key_, key, 32);
   std::error_code ec;
   fs::create_directories(fs::path(final_path_).parent_path(), ec);
-  // Unique per process and thread, so racing builders never share a file.
-  uint64_t tag = mix64(static_cast<uint64_t>(::getpid()) ^
-                       mix64(std::hash<std::thread::id>()(std::this_thread::get_id())) ^
-                       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  tmp_path_ = final_path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(tag & 0xffffffu);
-  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) io_error("creating", tmp_path_);
+  file_ = std::make_unique<sdk::AtomicFile>(final_path_);
   CacheHeader zero{};
-  write_all(fd_, &zero, sizeof zero, -1, tmp_path_);  // the real header is written last
+  file_->write(&zero, sizeof zero);  // the real header is written last
 }
 
-TokenCacheWriter::~TokenCacheWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!done_) ::unlink(tmp_path_.c_str());
-}
+TokenCacheWriter::~TokenCacheWriter() = default;  // an uncommitted AtomicFile removes its temp file
 
 void TokenCacheWriter::flush() {
   if (used_ == 0) return;
   crc_ = crc32_of(crc_, buf_.data(), used_);
-  write_all(fd_, buf_.data(), used_, -1, tmp_path_);
+  file_->write(buf_.data(), used_);
   written_ += used_;
   used_ = 0;
 }
@@ -131,17 +100,8 @@ void TokenCacheWriter::finish(const std::string& meta_json) {
   std::memcpy(h.key, key_, 32);
   h.payload_crc = crc_;
   h.header_crc = crc32_of(0, &h, offsetof(CacheHeader, header_crc));
-  write_all(fd_, &h, sizeof h, 0, tmp_path_);
-  if (::fsync(fd_) != 0) io_error("fsync of", tmp_path_);
-  ::close(fd_);
-  fd_ = -1;
-  if (::rename(tmp_path_.c_str(), final_path_.c_str()) != 0) io_error("rename onto", final_path_);
-  done_ = true;
-  int dir = ::open(fs::path(final_path_).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);  // makes the rename itself durable
-    ::close(dir);
-  }
+  file_->write_at(&h, sizeof h, 0);
+  file_->commit();
 }
 
 TokenCache::~TokenCache() {

@@ -10,10 +10,13 @@
 // payload_crc is CRC-32 (zlib) of [128, file_size); header_crc covers the
 // header bytes before it. A file that fails any check is rebuilt.
 //
-// Creation is atomic: a uniquely named temporary file in the same folder,
-// fsync, rename over the final name, fsync of the folder. Two processes that
-// build the same key race harmlessly: each rename installs a complete file.
+// Creation is atomic (sdk::AtomicFile: a uniquely named temporary file in the
+// same folder, fsync, rename over the final name, fsync of the folder). Two
+// processes that build the same key race harmlessly: each rename installs a
+// complete file.
 #pragma once
+
+#include <zcode/sdk/file.h>
 
 #include <cstdint>
 #include <memory>
@@ -64,8 +67,8 @@ class TokenCacheWriter {
   void write(const void* data, size_t n);
   void flush();
 
-  std::string final_path_, tmp_path_;
-  int fd_ = -1;
+  std::string final_path_;
+  std::unique_ptr<sdk::AtomicFile> file_;
   uint32_t token_bytes_;
   unsigned char key_[32];
   std::vector<char> buf_;
@@ -74,7 +77,6 @@ class TokenCacheWriter {
   uint32_t crc_ = 0;
   uint64_t n_tokens_ = 0;
   std::vector<uint64_t> offsets_{0};
-  bool done_ = false;
 };
 
 /// A read-only mapping of a valid cache file.

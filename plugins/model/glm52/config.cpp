@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <zcode/sdk/error.h>
+#include <zcode/sdk/json.h>
 
 #include <algorithm>
 #include <cmath>
@@ -96,29 +97,37 @@ void Config::count_params(uint64_t& total, uint64_t& active) const {
 std::string Config::to_json() const {
   uint64_t total = 0, active = 0;
   count_params(total, active);
-  std::ostringstream o;
-  o.precision(17);
-  o << "{\"name\":\"glm52\",\"variant\":\"" << variant << "\",\"vocab_size\":" << vocab_size
-    << ",\"vocab_padded\":" << vocab_padded << ",\"d_model\":" << d_model << ",\"n_layers\":" << n_layers
-    << ",\"n_heads\":" << n_heads << ",\"n_kv_heads\":" << n_kv_heads << ",\"head_dim\":" << head_dim
-    << ",\"ffn_hidden\":" << ffn_hidden << ",\"moe_experts\":" << moe_experts << ",\"moe_top_k\":" << moe_top_k
-    << ",\"moe_ffn_hidden\":" << moe_ffn_hidden << ",\"moe_shared_experts\":" << moe_shared_experts
-    << ",\"first_dense_layers\":" << first_dense_layers << ",\"max_seq_len\":" << max_seq_len
-    << ",\"capacity_factor\":" << capacity_factor << ",\"eval_capacity_factor\":" << eval_capacity_factor
-    << ",\"moe_aux_loss_coef\":" << moe_aux_loss_coef
-    << ",\"moe_z_loss_coef\":" << moe_z_loss_coef << ",\"norm_topk_prob\":" << (norm_topk_prob ? "true" : "false")
-    << ",\"router_activation\":\"" << (router_activation == Router::kSoftmax ? "softmax" : "sigmoid")
-    << "\",\"rope_theta\":" << rope_theta << ",\"rotary_fraction\":" << rotary_fraction
-    << ",\"rotary_dims\":" << rotary_dims() << ",\"norm\":\""
-    << (norm == Norm::kScaleNorm ? "scalenorm" : "rmsnorm") << "\",\"residual\":\""
-    << (residual == Residual::kDeepNorm ? "deepnorm" : "prenorm") << "\",\"norm_eps\":" << norm_eps
-    << ",\"tie_embeddings\":" << (tie_embeddings ? "true" : "false")
-    << ",\"dynamic_head_mask\":{\"enabled\":" << (dynamic_head_mask ? "true" : "false")
-    << ",\"entropy_threshold\":" << entropy_threshold << "}"
-    << ",\"cross_document_attention\":" << (cross_document_attention ? "true" : "false")
-    << ",\"deepnorm_alpha\":" << alpha() << ",\"deepnorm_beta\":" << beta() << ",\"params_total\":" << total
-    << ",\"params_active\":" << active << "}";
-  return o.str();
+  // Doubles as %.17g (round-trip), the format this info_json has always had.
+  auto d = [](zcode::sdk::json::Writer& w, const char* k, double v) { w.key(k).number(v, 17); };
+  zcode::sdk::json::Writer w;
+  w.begin_object().key("name").string("glm52").key("variant").string(variant);
+  w.key("vocab_size").integer(vocab_size).key("vocab_padded").integer(vocab_padded);
+  w.key("d_model").integer(d_model).key("n_layers").integer(n_layers).key("n_heads").integer(n_heads);
+  w.key("n_kv_heads").integer(n_kv_heads).key("head_dim").integer(head_dim).key("ffn_hidden").integer(ffn_hidden);
+  w.key("moe_experts").integer(moe_experts).key("moe_top_k").integer(moe_top_k);
+  w.key("moe_ffn_hidden").integer(moe_ffn_hidden).key("moe_shared_experts").integer(moe_shared_experts);
+  w.key("first_dense_layers").integer(first_dense_layers).key("max_seq_len").integer(max_seq_len);
+  d(w, "capacity_factor", capacity_factor);
+  d(w, "eval_capacity_factor", eval_capacity_factor);
+  d(w, "moe_aux_loss_coef", moe_aux_loss_coef);
+  d(w, "moe_z_loss_coef", moe_z_loss_coef);
+  w.key("norm_topk_prob").boolean(norm_topk_prob);
+  w.key("router_activation").string(router_activation == Router::kSoftmax ? "softmax" : "sigmoid");
+  d(w, "rope_theta", rope_theta);
+  d(w, "rotary_fraction", rotary_fraction);
+  w.key("rotary_dims").integer(rotary_dims());
+  w.key("norm").string(norm == Norm::kScaleNorm ? "scalenorm" : "rmsnorm");
+  w.key("residual").string(residual == Residual::kDeepNorm ? "deepnorm" : "prenorm");
+  d(w, "norm_eps", norm_eps);
+  w.key("tie_embeddings").boolean(tie_embeddings);
+  w.key("dynamic_head_mask").begin_object().key("enabled").boolean(dynamic_head_mask);
+  d(w, "entropy_threshold", entropy_threshold);
+  w.end_object();
+  w.key("cross_document_attention").boolean(cross_document_attention);
+  d(w, "deepnorm_alpha", alpha());
+  d(w, "deepnorm_beta", beta());
+  w.key("params_total").integer(total).key("params_active").integer(active).end_object();
+  return w.str();
 }
 
 Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& config, int64_t vocab_tok) {

@@ -4,6 +4,7 @@
 #include "schema.h"
 
 #include <zcode/kernels/threads.h>
+#include <zcode/sdk/json.h>
 #include <zcode/sdk/plugin.h>
 
 #include <rapidjson/document.h>
@@ -194,7 +195,9 @@ class Glm52 : public zcode::sdk::Model {
   /// Parameters under the names of README.md, plus the resolved architecture.
   void save_state(const zcode::sdk::StateWriter& w) override {
     for (size_t i = 0; i < list_.size(); ++i) w.put_tensor(list_[i].name, values_[i]);
-    w.put_json("{\"architecture\":" + info_ + "}");
+    zcode::sdk::json::Writer j;
+    j.begin_object().key("architecture").raw(info_).end_object();
+    w.put_json(j.str());
   }
 
   /// Refuses unknown, missing, mis-shaped or mis-typed tensors and an

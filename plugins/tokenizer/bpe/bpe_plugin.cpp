@@ -62,18 +62,15 @@ class BpeTokenizer : public sdk::Tokenizer {
     std::vector<std::string> files = r.files;
     if (!r.marker.empty()) files.push_back(r.marker);
     std::string identity = identity_sha256(files, "bpe|" + sdk::to_json(o.json()) + "|moe_experts=" + std::to_string(experts));
-    info_ = "{\"name\":\"bpe\",\"format\":";
-    info_ += json_quote(m->format());
-    info_ += ",\"path\":";
-    info_ += json_quote(ref);
-    info_ += ",\"files\":[";
-    for (size_t i = 0; i < r.files.size(); ++i) {
-      if (i) info_ += ',';
-      info_ += json_quote(r.files[i]);
-    }
-    info_ += "],\"identity\":\"" + identity + "\",\"vocab_size\":" + std::to_string(specials_->vocab_size()) +
-             ",\"base_vocab_size\":" + std::to_string(m->size()) + ",\"trained_by_zcode\":" + (r.marker.empty() ? "false" : "true") +
-             "," + specials_->json_members() + ",\"unicode_version\":\"" + unicode_tables_version() + "\"}";
+    sdk::json::Writer w;
+    w.begin_object().key("name").string("bpe").key("format").string(m->format()).key("path").string(ref);
+    w.key("files").begin_array();
+    for (const auto& f : r.files) w.string(f);
+    w.end_array().key("identity").string(identity).key("vocab_size").integer(specials_->vocab_size());
+    w.key("base_vocab_size").integer(m->size()).key("trained_by_zcode").boolean(!r.marker.empty());
+    specials_->write_members(w);
+    w.key("unicode_version").string(unicode_tables_version()).end_object();
+    info_ = w.str();
   }
 
   uint64_t vocab_size() const override { return specials_->vocab_size(); }

@@ -5,7 +5,6 @@
 #include <zcode/sdk/error.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <set>
 
@@ -200,63 +199,30 @@ void Specials::split(std::string_view text, bool allow_all, const std::function<
   if (seg < n) plain(text.substr(seg), seg == 0);
 }
 
-std::string Specials::json_members() const {
-  std::string j = "\"specials\":{";
-  bool first = true;
-  auto add = [&](const std::string& t, int32_t id) {
-    if (!first) j += ',';
-    j += json_quote(t);
-    j += ':';
-    j += std::to_string(id);
-    first = false;
-  };
-  for (auto& [n, id] : glm_) add(n, id);
+void Specials::write_members(sdk::json::Writer& w) const {
+  w.key("specials").begin_object();
+  for (auto& [n, id] : glm_) w.key(n).integer(id);
   for (auto& f : file_)
-    if (f.special && std::none_of(glm_.begin(), glm_.end(), [&](auto& g) { return g.first == f.text; })) add(f.text, f.id);
-  j += "},\"pad_id\":" + std::to_string(pad_) + ",\"bos_id\":" + std::to_string(bos_) + ",\"eos_id\":" + std::to_string(eos_) +
-       ",\"mask_id\":" + std::to_string(mask_) + ",\"special_aliases\":{";
-  first = true;
-  for (auto& [g, a] : aliases_) {
-    if (!first) j += ',';
-    j += json_quote(g);
-    j += ':';
-    j += json_quote(a);
-    first = false;
-  }
-  j += "}";
+    if (f.special && std::none_of(glm_.begin(), glm_.end(), [&](auto& g) { return g.first == f.text; }))
+      w.key(f.text).integer(f.id);
+  w.end_object();
+  w.key("pad_id").integer(pad_).key("bos_id").integer(bos_).key("eos_id").integer(eos_).key("mask_id").integer(mask_);
+  w.key("special_aliases").begin_object();
+  for (auto& [g, a] : aliases_) w.key(g).string(a);
+  w.end_object();
   // Ids of [0, vocab_size) that no token has, as half-open [first, end)
   // ranges: the data loader skips them instead of decoding each one.
-  j += ",\"unassigned_ids\":[";
+  w.key("unassigned_ids").begin_array();
   uint64_t next = base_size_;
-  first = true;
   auto gap = [&](uint64_t lo, uint64_t hi) {
-    if (lo >= hi) return;
-    j += (first ? "[" : ",[") + std::to_string(lo) + "," + std::to_string(hi) + "]";
-    first = false;
+    if (lo < hi) w.begin_array().integer(lo).integer(hi).end_array();
   };
   for (auto& [id, text] : extra_) {
     gap(next, static_cast<uint64_t>(id));
     next = static_cast<uint64_t>(id) + 1;
   }
   gap(next, vocab_size_);
-  j += "]";
-  return j;
-}
-
-std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') { out += '\\'; out += static_cast<char>(c); }
-    else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-  return out;
+  w.end_array();
 }
 
 }  // namespace zcode::tok

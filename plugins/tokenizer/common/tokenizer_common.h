@@ -4,6 +4,7 @@
 // the tokenizer identity hash.
 #pragma once
 
+#include <zcode/sdk/json.h>
 #include <zcode/sdk/options.h>
 
 #include <cstdint>
@@ -83,8 +84,8 @@ class Specials {
   /// The "specials" object, pad/bos/eos/mask ids, the mapping notes and
   /// "unassigned_ids" (half-open [first, end) ranges of ids no token has,
   /// e.g. [[600,1000],[1002,250000]] for a marker-version-1 vocabulary of 600
-  /// pieces and 2 experts), as JSON members (no braces), for info_json.
-  std::string json_members() const;
+  /// pieces and 2 experts), as members of the info_json object `w` has open.
+  void write_members(sdk::json::Writer& w) const;
 
  private:
   struct Matcher {
@@ -108,9 +109,6 @@ class Specials {
 /// Lower-case hex SHA-256 (FIPS 180-4, via OpenSSL EVP) over each file's name
 /// and bytes, then `extra` (canonical options and the expert count).
 std::string identity_sha256(const std::vector<std::string>& files, const std::string& extra);
-
-/// JSON string literal of `s` (UTF-8; quotes, backslashes and controls escaped).
-std::string json_quote(std::string_view s);
 
 /// Name of the marker file `tokenizer train` writes next to its model.
 inline constexpr const char* kTrainedMarker = "zcode_tokenizer.json";

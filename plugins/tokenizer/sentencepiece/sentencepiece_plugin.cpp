@@ -59,14 +59,16 @@ class SentencePieceTokenizer : public sdk::Tokenizer {
     if (!r.marker.empty()) files.push_back(r.marker);
     std::string identity =
         identity_sha256(files, "sentencepiece|" + sdk::to_json(o.json()) + "|moe_experts=" + std::to_string(experts));
-    info_ = "{\"name\":\"sentencepiece\",\"format\":\"sentencepiece\",\"path\":";
-    info_ += json_quote(ref);
-    info_ += ",\"files\":[";
-    info_ += json_quote(r.files[0]);
-    info_ += "],\"identity\":\"" + identity + "\",\"vocab_size\":" + std::to_string(specials_->vocab_size()) +
-             ",\"base_vocab_size\":" + std::to_string(base_) + ",\"trained_by_zcode\":" + (r.marker.empty() ? "false" : "true") +
-             ",\"unk_id\":" + std::to_string(sp_.unk_id()) + ",\"sampling_alpha\":" + std::to_string(alpha_) +
-             ",\"nbest\":" + std::to_string(nbest_) + "," + specials_->json_members() + "}";
+    sdk::json::Writer w;
+    w.begin_object().key("name").string("sentencepiece").key("format").string("sentencepiece").key("path").string(ref);
+    w.key("files").begin_array().string(r.files[0]).end_array();
+    w.key("identity").string(identity).key("vocab_size").integer(specials_->vocab_size());
+    w.key("base_vocab_size").integer(base_).key("trained_by_zcode").boolean(!r.marker.empty());
+    // %f (std::to_string's format), as this info_json has always shown it.
+    w.key("unk_id").integer(sp_.unk_id()).key("sampling_alpha").fixed(alpha_, 6).key("nbest").integer(nbest_);
+    specials_->write_members(w);
+    w.end_object();
+    info_ = w.str();
   }
 
   uint64_t vocab_size() const override { return specials_->vocab_size(); }

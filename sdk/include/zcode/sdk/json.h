@@ -1,6 +1,8 @@
-// zcode/sdk/json.h: bounded JSON parsing (header-only; RapidJSON).
+// zcode/sdk/json.h: bounded JSON parsing and JSON writing (header-only;
+// RapidJSON). One home for JSON in and out: nothing in ZCode builds JSON by
+// concatenating quoted fragments.
 //
-// Every JSON text that comes from a file (a config, tokenizer.json, a JSONL
+// Reading. Every JSON text that comes from a file (a config, tokenizer.json, a JSONL
 // record, state.json, a safetensors header) is parsed through these helpers,
 // so untrusted structure is bounded before anything walks it:
 //   - the parse is iterative (RapidJSON's kParseIterativeFlag), so the parser
@@ -17,10 +19,17 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
+#include <cmath>
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace zcode::sdk::json {
@@ -179,6 +188,90 @@ Result parse(Doc& doc, std::string_view text, unsigned max_depth = kMaxDepth) {
   };
   doc.Populate(generate);
   return out;
+}
+
+// ---- writing ---------------------------------------------------------------
+
+/// Builds one compact JSON text (no spaces) through rapidjson::Writer, so
+/// every string is escaped by one escaper: '"', '\\' and the controls below
+/// 0x20 (\b \f \n \r \t, others \u00XX); other bytes, UTF-8 included, are
+/// copied as they are.
+///
+/// Numbers: integers are exact; number(v) is the shortest text that reads
+/// back as v; number(v, digits) and fixed(v, decimals) are printf's %.*g and
+/// %.*f, for the files whose format predates this writer (metrics.json,
+/// info_json) and must stay byte for byte. A non-finite double is written as
+/// null (JSON has no NaN or infinity).
+///
+///   sdk::json::Writer w;
+///   w.begin_object().key("step").integer(3).key("loss").number(2.5, 9).end_object();
+///   w.str();  // {"step":3,"loss":2.5}
+///
+/// Calls must form one JSON value (keys only inside objects); like
+/// rapidjson::Writer, a misuse is caught by RAPIDJSON_ASSERT in debug builds.
+class Writer {
+ public:
+  Writer() : w_(sb_) {}
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  Writer& begin_object() { return done(w_.StartObject()); }
+  Writer& end_object() { return done(w_.EndObject()); }
+  Writer& begin_array() { return done(w_.StartArray()); }
+  Writer& end_array() { return done(w_.EndArray()); }
+  Writer& key(std::string_view k) { return done(w_.Key(k.data(), size(k), true)); }
+
+  Writer& string(std::string_view s) { return done(w_.String(s.data(), size(s), true)); }
+  Writer& boolean(bool b) { return done(w_.Bool(b)); }
+  Writer& null() { return done(w_.Null()); }
+  template <std::integral T>
+    requires(!std::same_as<T, bool>)
+  Writer& integer(T v) {
+    if constexpr (std::is_signed_v<T>) return done(w_.Int64(static_cast<int64_t>(v)));
+    else return done(w_.Uint64(static_cast<uint64_t>(v)));
+  }
+  /// Shortest round-trip text of `v` (RapidJSON's Grisu2: 0.1, 1.0, 1e-7).
+  Writer& number(double v) { return std::isfinite(v) ? done(w_.Double(v)) : null(); }
+  /// printf("%.*g", digits, v): 6 is iostream's default, 9 round-trips a
+  /// float, 17 a double.
+  Writer& number(double v, int digits) { return formatted("%.*g", digits, v); }
+  /// printf("%.*f", decimals, v); 6 is std::to_string(double).
+  Writer& fixed(double v, int decimals) { return formatted("%.*f", decimals, v); }
+
+  /// Splices `json`, text that is already JSON (another stage's info_json, a
+  /// metrics record), verbatim as the next value; inside an array it may be
+  /// several values joined by ','. The caller vouches for it: it is not
+  /// parsed here.
+  Writer& raw(std::string_view json) {
+    return done(w_.RawValue(json.data(), json.size(), rapidjson::kObjectType));
+  }
+
+  /// The text so far (complete once every container is closed).
+  std::string str() const { return std::string(sb_.GetString(), sb_.GetSize()); }
+  /// True once one whole value has been written.
+  bool complete() const { return w_.IsComplete(); }
+
+ private:
+  static rapidjson::SizeType size(std::string_view s) { return static_cast<rapidjson::SizeType>(s.size()); }
+  Writer& done(bool) { return *this; }
+  Writer& formatted(const char* format, int precision, double v) {
+    if (!std::isfinite(v)) return null();
+    char b[352];  // %.*f of 1e308 with a few decimals fits
+    int n = std::snprintf(b, sizeof b, format, precision, v);
+    if (n < 0 || static_cast<size_t>(n) >= sizeof b) return number(v);
+    return done(w_.RawValue(b, static_cast<size_t>(n), rapidjson::kNumberType));
+  }
+
+  rapidjson::StringBuffer sb_;
+  rapidjson::Writer<rapidjson::StringBuffer> w_;
+};
+
+/// `s` as a JSON string literal, quotes included, escaped as Writer does:
+/// quote(R"(say "hi")") == R"("say \"hi\"")".
+inline std::string quote(std::string_view s) {
+  Writer w;
+  w.string(s);
+  return w.str();
 }
 
 }  // namespace zcode::sdk::json

@@ -20,11 +20,12 @@
 //
 // The writer emits tensors in name order (so a file's bytes depend only on
 // its contents), pads the header with spaces to a multiple of 8 bytes as the
-// reference implementation does, and `save` writes atomically (temp file,
-// fsync, rename, fsync of the folder).
+// reference implementation does, and `save` writes atomically
+// (sdk/file.h: temp file, fsync, rename, fsync of the folder).
 #pragma once
 
 #include <zcode/sdk/error.h>
+#include <zcode/sdk/file.h>
 #include <zcode/sdk/host.h>
 #include <zcode/sdk/json.h>
 
@@ -407,44 +408,15 @@ class Writer {
     return out;
   }
 
-  /// Writes the file atomically: `<path>.tmp.<pid>`, fsync, rename over
-  /// `path`, fsync of the folder. Throws Error(ZC_ERR_IO) naming the path.
-  void save(const std::string& path) const { write_file_atomic(path, serialize()); }
+  /// Writes the file atomically (sdk::write_file_atomic: temp file, fsync,
+  /// rename over `path`, fsync of the folder). Throws Error(ZC_ERR_IO)
+  /// naming the path.
+  void save(const std::string& path) const { sdk::write_file_atomic(path, serialize()); }
 
-  /// Atomic whole-file write used by save (exposed for other small files).
+  /// Kept for callers not yet moved to sdk::write_file_atomic (file.h),
+  /// the one implementation.
   static void write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error(ZC_ERR_IO, path + ": cannot create (" + std::strerror(errno) + ")");
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw Error(ZC_ERR_IO, path + ": write failed (" + std::strerror(err) + ")");
-      }
-      done += static_cast<size_t>(w);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-      int err = errno;
-      ::unlink(tmp.c_str());
-      throw Error(ZC_ERR_IO, path + ": fsync failed (" + std::strerror(err) + ")");
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      int err = errno;
-      ::unlink(tmp.c_str());
-      throw Error(ZC_ERR_IO, path + ": rename failed (" + std::strerror(err) + ")");
-    }
-    std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
-    if (dir.empty()) dir = path.find('/') == 0 ? "/" : ".";
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
+    sdk::write_file_atomic(path, bytes);
   }
 
  private:
