@@ -15,6 +15,7 @@ PKGS=(
   zlib1g-dev libzstd-dev libssl-dev
   libkainjow-mustache-dev
   clang libclang-rt-14-dev libfuzzer-14-dev
+  clang-format-14 clang-tidy-14
   python3 python3-numpy python3-torch
   libjemalloc2
   fortunes fortunes-min fortunes-de fortunes-ru fortunes-zh

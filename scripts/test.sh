@@ -4,8 +4,9 @@
 # Idempotent, from a fresh Debian 12 machine: installs the dependencies,
 # fetches the tokenizer assets, makes the test corpus, then configures,
 # builds and runs ctest for the `release` preset and for the `asan` preset
-# (address + undefined-behaviour sanitizers). Prints ctest's summary lines and
-# exits non-zero when any step or test fails.
+# (address + undefined-behaviour sanitizers), after checking that the C/C++
+# sources are formatted as .clang-format says (scripts/check-format.sh).
+# Prints ctest's summary lines and exits non-zero when any step or test fails.
 #
 # Environment:
 #   ZCODE_TEST_JOBS      parallel build jobs (default 2: CI has 2 cores)
@@ -72,6 +73,16 @@ run_preset() {
   while IFS= read -r line; do summary+=("$preset: $line"); done < <(grep -E "tests passed|tests failed|Total Test time" "$log")
   return "$rc"
 }
+
+# Formatting is checked first and fails the command, but the builds and tests
+# still run so that one report shows everything.
+step "scripts/check-format.sh"
+if scripts/check-format.sh; then
+  summary+=("format: clean")
+else
+  summary+=("format: FAILED (scripts/check-format.sh)")
+  status=1
+fi
 
 mkdir -p build
 run_preset release || status=1
