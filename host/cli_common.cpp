@@ -9,14 +9,12 @@
 namespace zcode::host {
 
 void PluginFlags::add_to(po::options_description& desc) {
-  desc.add_options()
-      ("plugin-path", po::value<std::vector<std::string>>(&paths)->composing(),
-       "extra plugin folder, searched before the config's plugin_path, ZCODE_PLUGIN_PATH and the bundled "
-       "folder (repeatable)")
-      ("allow-insecure-plugin-path", po::bool_switch(&allow_insecure),
-       "accept world-writable plugin files and folders")
-      ("no-bundled-plugins", po::bool_switch(&no_bundled),
-       "do not search the bundled plugin folder (<dir of zcode-host>/../lib/zcode/plugins)");
+  desc.add_options()("plugin-path", po::value<std::vector<std::string>>(&paths)->composing(),
+                     "extra plugin folder, searched before the config's plugin_path, ZCODE_PLUGIN_PATH and the bundled "
+                     "folder (repeatable)")("allow-insecure-plugin-path", po::bool_switch(&allow_insecure),
+                                            "accept world-writable plugin files and folders")(
+      "no-bundled-plugins", po::bool_switch(&no_bundled),
+      "do not search the bundled plugin folder (<dir of zcode-host>/../lib/zcode/plugins)");
 }
 
 PluginSearchOptions PluginFlags::search(const std::vector<std::string>& config_paths) const {
@@ -35,7 +33,9 @@ std::optional<int> parse_args(const std::string& cmd, const std::vector<std::str
   try {
     po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
     if (vm.count("help")) {
-      std::cout << "usage: " << help.usage << "\n\n" << help.summary << "\n\n" << desc << "\nexample:\n"
+      std::cout << "usage: " << help.usage << "\n\n"
+                << help.summary << "\n\n"
+                << desc << "\nexample:\n"
                 << help.example << "\n";
       return kOk;
     }

@@ -57,8 +57,7 @@ struct ValidatedConfig {
 /// logging.console_log_level. With `text` (the config stored in a
 /// checkpoint), that text is loaded instead of a file and `path` names it.
 std::optional<int> load_and_validate(const std::string& path, const std::vector<std::string>& sets,
-                                     const PluginFlags& flags, ValidatedConfig& out,
-                                     const std::string* text = nullptr);
+                                     const PluginFlags& flags, ValidatedConfig& out, const std::string* text = nullptr);
 
 /// Inside a catch block: prints the current exception as one `[ERROR]`
 /// line and returns its exit code (config/plugin-name errors 2, others 1).

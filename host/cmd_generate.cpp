@@ -40,31 +40,33 @@ int cmd_generate(const std::vector<std::string>& args) {
     return std::string(" (default: generation.") + key + " of the config, else " + v + ")";
   };
   po::options_description d("options");
-  d.add_options()
-      ("checkpoint", po::value(&c.checkpoint)->required(),
-       "checkpoint: a step folder (.../checkpoints/step_N), .../checkpoints/latest, a checkpoints/ or run folder, "
-       "or 'latest' (with --config)")
-      ("config,c", po::value(&c.config_path), "config (default: the one stored in the checkpoint)")
-      ("set", po::value<std::vector<std::string>>(&c.sets)->composing(), "override a config field (repeatable)")
-      ("prompt", po::value(&c.prompt), "prompt text (may be empty: generation starts from <bos>)")
-      ("prompt-file", po::value(&prompt_file), "read the prompt from a file")
-      ("strategy", po::value(&strategy), ("greedy | sample | beam | contrastive" + dflt("strategy", g0.strategy)).c_str())
-      ("temperature", po::value(&temperature),
-       ("sampling temperature, sample only; 0 = greedy" + dflt("temperature", num(g0.temperature))).c_str())
-      ("top-k", po::value(&top_k),
-       ("sample: keep the k most likely tokens; contrastive: candidates; 0 = off" + dflt("top_k", num(g0.top_k))).c_str())
-      ("top-p", po::value(&top_p), ("nucleus probability mass in (0, 1], sample only" + dflt("top_p", num(g0.top_p))).c_str())
-      ("num-beams", po::value(&num_beams), ("beams, beam only, >= 2" + dflt("num_beams", "at least 2")).c_str())
-      ("length-penalty", po::value(&length_penalty),
-       ("beam score / length^length_penalty, beam only" + dflt("length_penalty", num(g0.length_penalty))).c_str())
-      ("penalty-alpha", po::value(&penalty_alpha),
-       ("degeneration penalty in [0, 1], contrastive only" + dflt("penalty_alpha", num(g0.penalty_alpha))).c_str())
-      ("max-new-tokens", po::value(&max_new_tokens),
-       ("tokens to generate at most" + dflt("max_new_tokens", num(g0.max_new_tokens))).c_str())
-      ("stop", po::value<std::vector<std::string>>(&c.stop)->composing(),
-       "stop string, added to generation.stop (repeatable; default: none)")
-      ("seed", po::value(&seed), "sampling seed (default: generation.seed, else the config's seed)")
-      ("stream", po::bool_switch(&c.stream), "print tokens as they are generated (default: off)");
+  d.add_options()(
+      "checkpoint", po::value(&c.checkpoint)->required(),
+      "checkpoint: a step folder (.../checkpoints/step_N), .../checkpoints/latest, a checkpoints/ or run folder, "
+      "or 'latest' (with --config)")("config,c", po::value(&c.config_path),
+                                     "config (default: the one stored in the checkpoint)")(
+      "set", po::value<std::vector<std::string>>(&c.sets)->composing(), "override a config field (repeatable)")(
+      "prompt", po::value(&c.prompt), "prompt text (may be empty: generation starts from <bos>)")(
+      "prompt-file", po::value(&prompt_file), "read the prompt from a file")(
+      "strategy", po::value(&strategy),
+      ("greedy | sample | beam | contrastive" + dflt("strategy", g0.strategy)).c_str())(
+      "temperature", po::value(&temperature),
+      ("sampling temperature, sample only; 0 = greedy" + dflt("temperature", num(g0.temperature))).c_str())(
+      "top-k", po::value(&top_k),
+      ("sample: keep the k most likely tokens; contrastive: candidates; 0 = off" + dflt("top_k", num(g0.top_k)))
+          .c_str())("top-p", po::value(&top_p),
+                    ("nucleus probability mass in (0, 1], sample only" + dflt("top_p", num(g0.top_p))).c_str())(
+      "num-beams", po::value(&num_beams), ("beams, beam only, >= 2" + dflt("num_beams", "at least 2")).c_str())(
+      "length-penalty", po::value(&length_penalty),
+      ("beam score / length^length_penalty, beam only" + dflt("length_penalty", num(g0.length_penalty))).c_str())(
+      "penalty-alpha", po::value(&penalty_alpha),
+      ("degeneration penalty in [0, 1], contrastive only" + dflt("penalty_alpha", num(g0.penalty_alpha))).c_str())(
+      "max-new-tokens", po::value(&max_new_tokens),
+      ("tokens to generate at most" + dflt("max_new_tokens", num(g0.max_new_tokens))).c_str())(
+      "stop", po::value<std::vector<std::string>>(&c.stop)->composing(),
+      "stop string, added to generation.stop (repeatable; default: none)")(
+      "seed", po::value(&seed), "sampling seed (default: generation.seed, else the config's seed)")(
+      "stream", po::bool_switch(&c.stream), "print tokens as they are generated (default: off)");
   plugins.add_to(d);
   po::positional_options_description pos;
   po::variables_map vm;

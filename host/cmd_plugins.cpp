@@ -117,10 +117,9 @@ int cmd_plugins(const std::vector<std::string>& args) {
   std::string action, name, kind;
   PluginFlags plugins;
   po::options_description d("options");
-  d.add_options()
-      ("action", po::value(&action)->required(), "list or show")
-      ("name", po::value(&name), "component name (show)")
-      ("kind", po::value(&kind), "component kind, when a name exists for several kinds (show)");
+  d.add_options()("action", po::value(&action)->required(), "list or show")(
+      "name", po::value(&name), "component name (show)")("kind", po::value(&kind),
+                                                         "component kind, when a name exists for several kinds (show)");
   plugins.add_to(d);
   po::positional_options_description pos;
   pos.add("action", 1).add("name", 1);

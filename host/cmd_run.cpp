@@ -27,11 +27,11 @@ struct RunFlags {
 // --quiet and --log-format (run, train, evaluate): the console's lines only;
 // logs/console.log keeps everything as text.
 void add_output_options(po::options_description& d, RunFlags& f) {
-  d.add_options()
-      ("quiet,q", po::bool_switch(&f.quiet), "print only warnings and errors (stderr); logs/console.log keeps everything")
-      ("log-format", po::value(&f.log_format)->default_value("text"),
-       "text or json (one JSON object a line: step and eval events with their metrics; other lines as level, "
-       "component, message)");
+  d.add_options()("quiet,q", po::bool_switch(&f.quiet),
+                  "print only warnings and errors (stderr); logs/console.log keeps everything")(
+      "log-format", po::value(&f.log_format)->default_value("text"),
+      "text or json (one JSON object a line: step and eval events with their metrics; other lines as level, "
+      "component, message)");
 }
 
 // Applies the output flags; kUsageError (after saying why) for a bad format.
@@ -48,12 +48,10 @@ std::optional<int> apply_output_options(const std::string& cmd, const RunFlags& 
 
 void add_run_options(po::options_description& d, RunFlags& f, bool config_flag) {
   if (config_flag) d.add_options()("config,c", po::value(&f.config)->required(), "experiment config (YAML or JSON)");
-  d.add_options()
-      ("set", po::value<std::vector<std::string>>(&f.sets)->composing(),
-       "override a config field before validation, e.g. --set optimizer.lr=1e-3 (repeatable)")
-      ("overwrite", po::bool_switch(&f.overwrite), "reuse a run folder that already holds a run")
-      ("resume-from", po::value(&f.resume_from),
-       "resume from a checkpoint folder (.../checkpoints/step_N) or 'latest'");
+  d.add_options()("set", po::value<std::vector<std::string>>(&f.sets)->composing(),
+                  "override a config field before validation, e.g. --set optimizer.lr=1e-3 (repeatable)")(
+      "overwrite", po::bool_switch(&f.overwrite), "reuse a run folder that already holds a run")(
+      "resume-from", po::value(&f.resume_from), "resume from a checkpoint folder (.../checkpoints/step_N) or 'latest'");
   add_output_options(d, f);
   f.plugins.add_to(d);
 }
@@ -119,14 +117,13 @@ int cmd_evaluate(const std::vector<std::string>& args) {
   RunFlags f;
   std::string checkpoint, split, out;
   po::options_description d("options");
-  d.add_options()
-      ("config,c", po::value(&f.config), "experiment config (YAML or JSON; default: the one stored in the checkpoint)")
-      ("checkpoint", po::value(&checkpoint)->required(),
-       "checkpoint: a step folder (.../checkpoints/step_N), .../checkpoints/latest, a checkpoints/ or run folder, "
-       "or 'latest' (with --config)")
-      ("split", po::value(&split)->default_value("val"), "val or train")
-      ("out", po::value(&out), "also write the metrics as JSON to this file")
-      ("set", po::value<std::vector<std::string>>(&f.sets)->composing(), "override a config field (repeatable)");
+  d.add_options()("config,c", po::value(&f.config),
+                  "experiment config (YAML or JSON; default: the one stored in the checkpoint)")(
+      "checkpoint", po::value(&checkpoint)->required(),
+      "checkpoint: a step folder (.../checkpoints/step_N), .../checkpoints/latest, a checkpoints/ or run folder, "
+      "or 'latest' (with --config)")("split", po::value(&split)->default_value("val"), "val or train")(
+      "out", po::value(&out), "also write the metrics as JSON to this file")(
+      "set", po::value<std::vector<std::string>>(&f.sets)->composing(), "override a config field (repeatable)");
   add_output_options(d, f);
   f.plugins.add_to(d);
   po::variables_map vm;
@@ -168,11 +165,10 @@ int cmd_profile(const std::vector<std::string>& args) {
   RunFlags f;
   int steps = 0;
   po::options_description d("options");
-  d.add_options()
-      ("config,c", po::value(&f.config)->required(), "experiment config (YAML or JSON)")
-      ("steps", po::value(&steps)->required(), "training steps to trace (>= 1)")
-      ("set", po::value<std::vector<std::string>>(&f.sets)->composing(), "override a config field (repeatable)")
-      ("overwrite", po::bool_switch(&f.overwrite), "reuse a run folder that already holds a run");
+  d.add_options()("config,c", po::value(&f.config)->required(), "experiment config (YAML or JSON)")(
+      "steps", po::value(&steps)->required(), "training steps to trace (>= 1)")(
+      "set", po::value<std::vector<std::string>>(&f.sets)->composing(), "override a config field (repeatable)")(
+      "overwrite", po::bool_switch(&f.overwrite), "reuse a run folder that already holds a run");
   f.plugins.add_to(d);
   po::variables_map vm;
   if (auto rc = parse_args("profile", args, d, {}, vm, help)) return *rc;

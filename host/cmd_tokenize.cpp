@@ -5,8 +5,8 @@
 #include "commands.h"
 #include "tokenizer_common.h"  // kTrainedMarkerVersion
 
-#include <zcode/core/log.h>
 #include <zcode/core/host_services.h>
+#include <zcode/core/log.h>
 #include <zcode/core/registry.h>
 #include <zcode/sdk/buffers.h>
 #include <zcode/sdk/json.h>
@@ -16,12 +16,12 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <unistd.h>
 
 namespace zcode::host {
 namespace fs = std::filesystem;
@@ -30,9 +30,14 @@ namespace {
 std::string json_quote(std::string_view s) {
   std::string o = "\"";
   for (unsigned char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += static_cast<char>(c); }
-    else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-    else o += static_cast<char>(c);
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else o += static_cast<char>(c);
   }
   return o + "\"";
 }
@@ -43,7 +48,8 @@ void write_atomic(const fs::path& path, const std::string& data) {
   tmp += ".tmp." + std::to_string(::getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw std::runtime_error(tmp.string() + ": cannot create file");
-  bool ok = std::fwrite(data.data(), 1, data.size(), f) == data.size() && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  bool ok =
+      std::fwrite(data.data(), 1, data.size(), f) == data.size() && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) {
     fs::remove(tmp);
@@ -70,17 +76,18 @@ int cmd_tokenize(const std::vector<std::string>& args) {
   int64_t experts = -1;
   PluginFlags plugins;
   po::options_description d("options");
-  d.add_options()
-      ("tokenizer", po::value(&ref)->required(), "tokenizer reference (file, folder, hf://NAME or JSON object)")
-      ("type", po::value(&type), "tokenizer component (default: sentencepiece for *.model, else bpe)")
-      ("file", po::value(&file), "encode the contents of this file")
-      ("text", po::value(&text), "text to encode (positional)")
-      ("ids", po::bool_switch(&ids), "print ids, space-separated (the default)")
-      ("tokens", po::bool_switch(&tokens), "print one `id<TAB>token` line per token")
-      ("decode", po::value(&decode), "decode these ids (space- or comma-separated)")
-      ("info", po::bool_switch(&info), "print the vocabulary size and every special token with its id")
-      ("allow-special", po::bool_switch(&allow_special), "parse special-token text as specials (ZC_ENCODE_ALLOW_SPECIAL)")
-      ("moe-experts", po::value(&experts), "model.moe_experts for the <expert_i> specials (default 0)");
+  d.add_options()("tokenizer", po::value(&ref)->required(),
+                  "tokenizer reference (file, folder, hf://NAME or JSON object)")(
+      "type", po::value(&type), "tokenizer component (default: sentencepiece for *.model, else bpe)")(
+      "file", po::value(&file), "encode the contents of this file")(
+      "text", po::value(&text), "text to encode (positional)")("ids", po::bool_switch(&ids),
+                                                               "print ids, space-separated (the default)")(
+      "tokens", po::bool_switch(&tokens), "print one `id<TAB>token` line per token")(
+      "decode", po::value(&decode), "decode these ids (space- or comma-separated)")(
+      "info", po::bool_switch(&info), "print the vocabulary size and every special token with its id")(
+      "allow-special", po::bool_switch(&allow_special),
+      "parse special-token text as specials (ZC_ENCODE_ALLOW_SPECIAL)")(
+      "moe-experts", po::value(&experts), "model.moe_experts for the <expert_i> specials (default 0)");
   plugins.add_to(d);
   po::positional_options_description pos;
   pos.add("text", 1);
@@ -109,12 +116,14 @@ int cmd_tokenize(const std::vector<std::string>& args) {
       }
     } else {
       options = "{\"path\":" + json_quote(ref) + "}";
-      if (type.empty()) type = ref.size() > 6 && ref.compare(ref.size() - 6, 6, ".model") == 0 ? "sentencepiece" : "bpe";
+      if (type.empty())
+        type = ref.size() > 6 && ref.compare(ref.size() - 6, 6, ".model") == 0 ? "sentencepiece" : "bpe";
       // A folder holding only a SentencePiece model (what `tokenizer train` writes).
       std::error_code ec;
       fs::path dir(ref);
       if (!vm.count("type") && fs::is_directory(dir, ec) && fs::is_regular_file(dir / "tokenizer.model", ec) &&
-          !fs::exists(dir / "tokenizer.json", ec) && !fs::exists(dir / "vocab.json", ec) && !fs::exists(dir / "encoder.json", ec))
+          !fs::exists(dir / "tokenizer.json", ec) && !fs::exists(dir / "vocab.json", ec) &&
+          !fs::exists(dir / "encoder.json", ec))
         type = "sentencepiece";
     }
     if (type.empty()) type = "bpe";
@@ -141,7 +150,8 @@ int cmd_tokenize(const std::vector<std::string>& args) {
       if (doc.HasParseError() || !doc.IsObject()) throw std::runtime_error("tokenizer info_json is not a JSON object");
       uint64_t n = 0;
       check_plugin_call(comp, "vocab_size", t->vocab_size(inst.get(), &n));
-      std::cout << "tokenizer: " << comp.name << " (" << (doc.HasMember("format") ? doc["format"].GetString() : "?") << ")\n";
+      std::cout << "tokenizer: " << comp.name << " (" << (doc.HasMember("format") ? doc["format"].GetString() : "?")
+                << ")\n";
       if (doc.HasMember("files") && doc["files"].IsArray())
         for (auto& f : doc["files"].GetArray()) std::cout << "file: " << f.GetString() << "\n";
       std::cout << "vocab_size: " << n << "\n";
@@ -193,7 +203,8 @@ int cmd_tokenize(const std::vector<std::string>& args) {
     std::vector<int32_t> v;
     zc_ids out = zcode::sdk::ids_into(v);
     check_plugin_call(comp, "encode",
-                      t->encode(inst.get(), text.data(), text.size(), allow_special ? static_cast<uint32_t>(ZC_ENCODE_ALLOW_SPECIAL) : 0u, &out));
+                      t->encode(inst.get(), text.data(), text.size(),
+                                allow_special ? static_cast<uint32_t>(ZC_ENCODE_ALLOW_SPECIAL) : 0u, &out));
     v.resize(out.size);
     if (tokens) {
       for (int32_t id : v) {
@@ -220,7 +231,9 @@ namespace {
 // with `file:line:col: message`.
 class LineIterator : public sentencepiece::SentenceIterator {
  public:
-  LineIterator(std::vector<std::string> files, std::string field) : files_(std::move(files)), field_(std::move(field)) { advance(); }
+  LineIterator(std::vector<std::string> files, std::string field) : files_(std::move(files)), field_(std::move(field)) {
+    advance();
+  }
   bool done() const override { return done_; }
   void Next() override { advance(); }
   const std::string& value() const override { return value_; }
@@ -231,29 +244,51 @@ class LineIterator : public sentencepiece::SentenceIterator {
   void advance() {
     for (;;) {
       if (!in_.is_open()) {
-        if (next_file_ >= files_.size()) { done_ = true; return; }
+        if (next_file_ >= files_.size()) {
+          done_ = true;
+          return;
+        }
         name_ = files_[next_file_++];
         in_.open(name_, std::ios::binary);
         line_no_ = 0;
-        if (!in_) { fail(name_ + ": cannot open file"); return; }
-        jsonl_ = name_.size() > 6 && (name_.compare(name_.size() - 6, 6, ".jsonl") == 0 || name_.compare(name_.size() - 5, 5, ".json") == 0);
+        if (!in_) {
+          fail(name_ + ": cannot open file");
+          return;
+        }
+        jsonl_ = name_.size() > 6 && (name_.compare(name_.size() - 6, 6, ".jsonl") == 0 ||
+                                      name_.compare(name_.size() - 5, 5, ".json") == 0);
       }
       std::string line;
-      if (!std::getline(in_, line)) { in_.close(); in_.clear(); continue; }
+      if (!std::getline(in_, line)) {
+        in_.close();
+        in_.clear();
+        continue;
+      }
       ++line_no_;
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
-      if (!jsonl_) { value_ = line; ++count_; return; }
+      if (!jsonl_) {
+        value_ = line;
+        ++count_;
+        return;
+      }
       rapidjson::Document d;
       const zcode::sdk::json::Result parsed = zcode::sdk::json::parse(d, line);  // iterative, 256 levels at most
       std::string where = name_ + ":" + std::to_string(line_no_);
       if (!parsed.ok()) {
-        fail(where + ":" + std::to_string(parsed.offset + 1) + ": " + (parsed.too_deep ? "" : "invalid JSON: ") + parsed.message());
+        fail(where + ":" + std::to_string(parsed.offset + 1) + ": " + (parsed.too_deep ? "" : "invalid JSON: ") +
+             parsed.message());
         return;
       }
-      if (!d.IsObject() || !d.HasMember(field_.c_str())) { fail(where + ":1: missing field \"" + field_ + "\""); return; }
+      if (!d.IsObject() || !d.HasMember(field_.c_str())) {
+        fail(where + ":1: missing field \"" + field_ + "\"");
+        return;
+      }
       const rapidjson::Value& v = d[field_.c_str()];
-      if (!v.IsString()) { fail(where + ":1: field \"" + field_ + "\" is not a string"); return; }
+      if (!v.IsString()) {
+        fail(where + ":1: field \"" + field_ + "\" is not a string");
+        return;
+      }
       value_.assign(v.GetString(), v.GetStringLength());
       ++count_;
       return;
@@ -289,15 +324,15 @@ int cmd_tokenizer(const std::vector<std::string>& args) {
   double coverage = 0.9995;
   bool byte_fallback = false;
   po::options_description d("options");
-  d.add_options()
-      ("action", po::value(&sub_and_inputs)->composing(), "train")
-      ("input", po::value(&inputs)->multitoken()->composing(), "training files: *.jsonl / *.json (JSON lines) or plain text")
-      ("vocab-size", po::value(&vocab)->required(), "vocabulary size, specials included")
-      ("model-type", po::value(&model_type), "bpe or unigram (default unigram)")
-      ("out", po::value(&out_dir)->required(), "output folder")
-      ("text-field", po::value(&text_field), "JSONL field holding the text (default text)")
-      ("character-coverage", po::value(&coverage), "fraction of characters covered (default 0.9995)")
-      ("byte-fallback", po::bool_switch(&byte_fallback), "add <0xNN> byte pieces so no character is <unk>");
+  d.add_options()("action", po::value(&sub_and_inputs)->composing(), "train")(
+      "input", po::value(&inputs)->multitoken()->composing(),
+      "training files: *.jsonl / *.json (JSON lines) or plain text")("vocab-size", po::value(&vocab)->required(),
+                                                                     "vocabulary size, specials included")(
+      "model-type", po::value(&model_type), "bpe or unigram (default unigram)")(
+      "out", po::value(&out_dir)->required(), "output folder")("text-field", po::value(&text_field),
+                                                               "JSONL field holding the text (default text)")(
+      "character-coverage", po::value(&coverage), "fraction of characters covered (default 0.9995)")(
+      "byte-fallback", po::bool_switch(&byte_fallback), "add <0xNN> byte pieces so no character is <unk>");
   po::positional_options_description pos;
   pos.add("action", -1);
   po::variables_map vm;
@@ -306,7 +341,10 @@ int cmd_tokenizer(const std::vector<std::string>& args) {
     std::cerr << "zcode-host tokenizer: expected the action `train` (see --help)\n";
     return kUsageError;
   }
-  if (inputs.empty()) { std::cerr << "zcode-host tokenizer train: --input: at least one file is required\n"; return kUsageError; }
+  if (inputs.empty()) {
+    std::cerr << "zcode-host tokenizer train: --input: at least one file is required\n";
+    return kUsageError;
+  }
   if (model_type != "bpe" && model_type != "unigram") {
     std::cerr << "zcode-host tokenizer train: --model-type: expected bpe or unigram, found '" << model_type << "'\n";
     return kUsageError;
@@ -316,29 +354,48 @@ int cmd_tokenizer(const std::vector<std::string>& args) {
     return kUsageError;
   }
   for (const std::string& f : inputs)
-    if (!fs::is_regular_file(f)) { std::cerr << "zcode-host tokenizer train: --input: file '" << f << "' not found\n"; return kUsageError; }
+    if (!fs::is_regular_file(f)) {
+      std::cerr << "zcode-host tokenizer train: --input: file '" << f << "' not found\n";
+      return kUsageError;
+    }
   try {
     fs::create_directories(out_dir);
     LineIterator it(inputs, text_field);
     std::unordered_map<std::string, std::string> kw = {
-        {"model_type", model_type}, {"vocab_size", std::to_string(vocab)}, {"character_coverage", std::to_string(coverage)},
-        {"pad_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"}, {"unk_id", "4"},
-        {"pad_piece", "<pad>"}, {"bos_piece", "<bos>"}, {"eos_piece", "<eos>"}, {"unk_piece", "<unk>"},
+        {"model_type", model_type},
+        {"vocab_size", std::to_string(vocab)},
+        {"character_coverage", std::to_string(coverage)},
+        {"pad_id", "0"},
+        {"bos_id", "1"},
+        {"eos_id", "2"},
+        {"unk_id", "4"},
+        {"pad_piece", "<pad>"},
+        {"bos_piece", "<bos>"},
+        {"eos_piece", "<eos>"},
+        {"unk_piece", "<unk>"},
         // A control symbol (not user_defined): never matched in text, so data cannot inject it.
         {"control_symbols", "<mask>"},
         {"byte_fallback", byte_fallback ? "true" : "false"},
-        {"num_threads", "2"}, {"minloglevel", "1"}};
+        {"num_threads", "2"},
+        {"minloglevel", "1"}};
     std::string proto;
     auto st = sentencepiece::SentencePieceTrainer::Train(kw, &it, &proto);
-    if (!it.status().ok()) { std::cerr << "[ERROR] tokenizer train: " << it.status().message() << "\n"; return kUsageError; }
-    if (!st.ok()) { std::cerr << "[ERROR] tokenizer train: " << st.ToString() << "\n"; return kRuntimeError; }
+    if (!it.status().ok()) {
+      std::cerr << "[ERROR] tokenizer train: " << it.status().message() << "\n";
+      return kUsageError;
+    }
+    if (!st.ok()) {
+      std::cerr << "[ERROR] tokenizer train: " << st.ToString() << "\n";
+      return kRuntimeError;
+    }
     // Check the ids the plugins rely on before writing anything.
     sentencepiece::SentencePieceProcessor sp;
     if (!sp.LoadFromSerializedProto(proto).ok()) throw std::runtime_error("the trained model does not load");
     const char* want[] = {"<pad>", "<bos>", "<eos>", "<mask>", "<unk>"};
     for (int i = 0; i < 5; ++i)
       if (sp.IdToPiece(i) != want[i])
-        throw std::runtime_error(std::string("trained model has '") + sp.IdToPiece(i) + "' at id " + std::to_string(i) + ", expected " + want[i]);
+        throw std::runtime_error(std::string("trained model has '") + sp.IdToPiece(i) + "' at id " + std::to_string(i) +
+                                 ", expected " + want[i]);
     fs::path dir(out_dir);
     write_atomic(dir / "tokenizer.model", proto);
     // Version 2: specials missing from the vocabulary follow it (version 1
@@ -351,8 +408,8 @@ int cmd_tokenizer(const std::vector<std::string>& args) {
     for (size_t i = 0; i < inputs.size(); ++i) marker += (i ? "," : "") + json_quote(inputs[i]);
     marker += "]}\n";
     write_atomic(dir / "zcode_tokenizer.json", marker);
-    std::cout << "tokenizer train: " << model_type << " vocabulary of " << sp.GetPieceSize() << " pieces from " << it.sentences()
-              << " sentences -> " << (dir / "tokenizer.model").string() << "\n";
+    std::cout << "tokenizer train: " << model_type << " vocabulary of " << sp.GetPieceSize() << " pieces from "
+              << it.sentences() << " sentences -> " << (dir / "tokenizer.model").string() << "\n";
     return kOk;
   } catch (...) {
     return report_current_exception("tokenizer train");

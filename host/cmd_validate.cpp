@@ -21,9 +21,8 @@ int cmd_validate(const std::vector<std::string>& args) {
   std::vector<std::string> sets;
   PluginFlags plugins;
   po::options_description d("options");
-  d.add_options()
-      ("config", po::value(&config)->required(), "experiment config (YAML or JSON)")
-      ("set", po::value<std::vector<std::string>>(&sets)->composing(), "override a config field (repeatable)");
+  d.add_options()("config", po::value(&config)->required(), "experiment config (YAML or JSON)")(
+      "set", po::value<std::vector<std::string>>(&sets)->composing(), "override a config field (repeatable)");
   plugins.add_to(d);
   po::positional_options_description pos;
   pos.add("config", 1);

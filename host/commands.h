@@ -12,14 +12,14 @@
 
 namespace zcode::host {
 
-int cmd_run(const std::vector<std::string>& args);       // run CONFIG [--set k=v]... (cmd_run.cpp)
-int cmd_train(const std::vector<std::string>& args);     // train --config C (cmd_run.cpp)
-int cmd_evaluate(const std::vector<std::string>& args);  // evaluate --config C --checkpoint P (cmd_run.cpp)
-int cmd_profile(const std::vector<std::string>& args);   // profile --config C --steps N (cmd_run.cpp)
-int cmd_validate(const std::vector<std::string>& args);  // validate CONFIG (cmd_validate.cpp)
-int cmd_plugins(const std::vector<std::string>& args);   // plugins list | show NAME (cmd_plugins.cpp)
-int cmd_generate(const std::vector<std::string>& args);  // generate ... (cmd_generate.cpp, engine owner)
-int cmd_tokenize(const std::vector<std::string>& args);  // tokenize ... (cmd_tokenize.cpp, tokenizer owner)
-int cmd_tokenizer(const std::vector<std::string>& args); // tokenizer train ... (cmd_tokenize.cpp, tokenizer owner)
+int cmd_run(const std::vector<std::string>& args);        // run CONFIG [--set k=v]... (cmd_run.cpp)
+int cmd_train(const std::vector<std::string>& args);      // train --config C (cmd_run.cpp)
+int cmd_evaluate(const std::vector<std::string>& args);   // evaluate --config C --checkpoint P (cmd_run.cpp)
+int cmd_profile(const std::vector<std::string>& args);    // profile --config C --steps N (cmd_run.cpp)
+int cmd_validate(const std::vector<std::string>& args);   // validate CONFIG (cmd_validate.cpp)
+int cmd_plugins(const std::vector<std::string>& args);    // plugins list | show NAME (cmd_plugins.cpp)
+int cmd_generate(const std::vector<std::string>& args);   // generate ... (cmd_generate.cpp, engine owner)
+int cmd_tokenize(const std::vector<std::string>& args);   // tokenize ... (cmd_tokenize.cpp, tokenizer owner)
+int cmd_tokenizer(const std::vector<std::string>& args);  // tokenizer train ... (cmd_tokenize.cpp, tokenizer owner)
 
 }  // namespace zcode::host

@@ -119,20 +119,14 @@ enum {
   ZC_ERR_DATA = 4,             /* malformed input data (file:line:col in message) */
   ZC_ERR_UNSUPPORTED = 5,      /* accepted but not implemented here (e.g. CUDA) */
   ZC_ERR_OUT_OF_MEMORY = 6,
-  ZC_ERR_INTERNAL = 7,         /* a bug, or an exception caught by the SDK */
-  ZC_ERR_CANCELLED = 8,        /* the host asked the instance to stop */
-  ZC_ERR_VERSION = 9           /* ABI or table version mismatch */
+  ZC_ERR_INTERNAL = 7,  /* a bug, or an exception caught by the SDK */
+  ZC_ERR_CANCELLED = 8, /* the host asked the instance to stop */
+  ZC_ERR_VERSION = 9    /* ABI or table version mismatch */
 };
 
 /* Log levels for zc_host_services.log. */
 typedef uint32_t zc_log_level;
-enum {
-  ZC_LOG_TRACE = 0,
-  ZC_LOG_DEBUG = 1,
-  ZC_LOG_INFO = 2,
-  ZC_LOG_WARN = 3,
-  ZC_LOG_ERROR = 4
-};
+enum { ZC_LOG_TRACE = 0, ZC_LOG_DEBUG = 1, ZC_LOG_INFO = 2, ZC_LOG_WARN = 3, ZC_LOG_ERROR = 4 };
 
 /* ------------------------------------------------------------------------ */
 /* Opaque status and host services                                           */
@@ -155,8 +149,7 @@ typedef struct zc_host_services {
   /* Log one line. `component` names the plugin/stage; both strings are borrowed.
      Component "zcode.record": `message` is one JSON object that the host
      writes as is on stdout (--log-format json events), not a log line. */
-  void (*log)(void* host_ctx, zc_log_level level, const char* component,
-              const char* message);
+  void (*log)(void* host_ctx, zc_log_level level, const char* component, const char* message);
   /* Create a status. `message` is copied. Never returns NULL for code != ZC_OK. */
   zc_status* (*status_create)(void* host_ctx, zc_status_code code, const char* message);
   /* Aligned allocation (alignment a power of two, >= 16); NULL on failure.
@@ -281,7 +274,7 @@ typedef struct zc_create_args {
 
 /* Every kind's table starts with this header. */
 typedef struct zc_table_header {
-  uint32_t struct_size;  /* sizeof the full table as the plugin compiled it */
+  uint32_t struct_size; /* sizeof the full table as the plugin compiled it */
   zc_kind kind;
   uint32_t kind_version; /* grows when slots are appended to this kind */
   uint32_t reserved;
@@ -290,20 +283,19 @@ typedef struct zc_table_header {
 /* True when `table` (a pointer to a TYPE, e.g. zc_model_table) was compiled
  * with SLOT, an appended slot, and sets it: the struct_size check that the
  * VERSIONING rules above ask of every reader. */
-#define ZC_TABLE_HAS_SLOT(table, TYPE, SLOT)                                      \
-  ((table)->header.struct_size >= offsetof(TYPE, SLOT) + sizeof((table)->SLOT) && \
-   (table)->SLOT != NULL)
+#define ZC_TABLE_HAS_SLOT(table, TYPE, SLOT) \
+  ((table)->header.struct_size >= offsetof(TYPE, SLOT) + sizeof((table)->SLOT) && (table)->SLOT != NULL)
 
 /* The common first slots of every table, after the header. */
-#define ZC_TABLE_COMMON_SLOTS                                                     \
-  zc_table_header header;                                                         \
-  /* Create an instance; on success *out_instance is set. */                      \
-  zc_status* (*create)(const zc_create_args* args, void** out_instance);          \
-  /* Destroy; joins the instance's threads. Accepts NULL. */                      \
-  void (*destroy)(void* instance);                                                \
-  /* Save everything needed for an exact resume. */                              \
-  zc_status* (*save_state)(void* instance, const zc_state_writer* writer);        \
-  /* Restore what save_state wrote. */                                            \
+#define ZC_TABLE_COMMON_SLOTS                                              \
+  zc_table_header header;                                                  \
+  /* Create an instance; on success *out_instance is set. */               \
+  zc_status* (*create)(const zc_create_args* args, void** out_instance);   \
+  /* Destroy; joins the instance's threads. Accepts NULL. */               \
+  void (*destroy)(void* instance);                                         \
+  /* Save everything needed for an exact resume. */                        \
+  zc_status* (*save_state)(void* instance, const zc_state_writer* writer); \
+  /* Restore what save_state wrote. */                                     \
   zc_status* (*load_state)(void* instance, const zc_state_reader* reader)
 
 /* A table seen only through its common slots (for generic host code). */
@@ -329,8 +321,7 @@ typedef struct zc_tokenizer_table {
   /* Number of ids, specials included. */
   zc_status* (*vocab_size)(void* instance, uint64_t* out_size);
   /* Append the ids of `text[0..len)` (UTF-8, may be invalid) to `out`. */
-  zc_status* (*encode)(void* instance, const char* text, size_t len, uint32_t flags,
-                       zc_ids* out);
+  zc_status* (*encode)(void* instance, const char* text, size_t len, uint32_t flags, zc_ids* out);
   /* Append the bytes of `ids[0..n)` to `out`. Ids out of range are an error. */
   zc_status* (*decode)(void* instance, const int32_t* ids, size_t n, zc_bytes* out);
   /* Id of a token string, or -1 (*out_id) when it is not in the vocab. */
@@ -355,11 +346,11 @@ typedef struct zc_tokenizer_table {
 typedef struct zc_batch {
   uint32_t struct_size;
   uint32_t reserved;
-  DLTensor input_ids; /* int32 [batch, seq] */
-  DLTensor targets;   /* int32 [batch, seq]; -1 marks positions excluded from
-                         the loss (padding) */
-  DLTensor doc_ids;   /* int32 [batch, seq] document index within each row, or
-                         data == NULL when cross_document_attention is true */
+  DLTensor input_ids;        /* int32 [batch, seq] */
+  DLTensor targets;          /* int32 [batch, seq]; -1 marks positions excluded from
+                                the loss (padding) */
+  DLTensor doc_ids;          /* int32 [batch, seq] document index within each row, or
+                                data == NULL when cross_document_attention is true */
   int64_t num_target_tokens; /* targets != -1 */
   int64_t num_target_bytes;  /* UTF-8 bytes those target tokens decode to */
   int64_t num_target_chars;  /* Unicode code points of the same */
@@ -388,10 +379,10 @@ typedef struct zc_dataloader_table {
 
 /* Parameter flags. */
 enum {
-  ZC_PARAM_NO_DECAY = 1u << 0,   /* norm gains, biases, RoPE frequencies */
-  ZC_PARAM_EMBEDDING = 1u << 1,  /* token embedding (decay configurable) */
-  ZC_PARAM_ROUTER = 1u << 2,     /* MoE router weight [n_experts, d_model] */
-  ZC_PARAM_EXPERT = 1u << 3      /* an expert's weight */
+  ZC_PARAM_NO_DECAY = 1u << 0,  /* norm gains, biases, RoPE frequencies */
+  ZC_PARAM_EMBEDDING = 1u << 1, /* token embedding (decay configurable) */
+  ZC_PARAM_ROUTER = 1u << 2,    /* MoE router weight [n_experts, d_model] */
+  ZC_PARAM_EXPERT = 1u << 3     /* an expert's weight */
 };
 
 /* One named parameter with its gradient. Both tensors are fp32, contiguous,
@@ -463,8 +454,8 @@ typedef struct zc_model_table {
    * grad tensors. Metrics (loss = sum NLL / normalizer for this micro-batch,
    * aux losses, per-expert load, dropped fraction, masked-head fraction) go
    * to the sink. */
-  zc_status* (*forward_backward)(void* instance, const zc_batch* batch,
-                                 const zc_fb_options* options, const zc_metrics_sink* metrics);
+  zc_status* (*forward_backward)(void* instance, const zc_batch* batch, const zc_fb_options* options,
+                                 const zc_metrics_sink* metrics);
   /* Forward only: per-position log-probability of the target, float32
    * [batch, seq] written into `out_logprobs` (caller-owned, CPU). Positions
    * with target -1 get 0. */
@@ -478,16 +469,14 @@ typedef struct zc_model_table {
   zc_status* (*decode_begin)(void* instance, int32_t batch, int32_t max_len, void** out_session);
   /* Append tokens[batch] at the next position of every sequence and write
    * next-token logits, float32 [batch, vocab_size] (caller-owned). */
-  zc_status* (*decode_step)(void* instance, void* session, const int32_t* tokens,
-                            float* out_logits);
+  zc_status* (*decode_step)(void* instance, void* session, const int32_t* tokens, float* out_logits);
   /* Reorder sequences: new sequence i takes old sequence src[i]'s cache
    * (beam search). */
   zc_status* (*decode_reorder)(void* instance, void* session, const int32_t* src);
   void (*decode_end)(void* instance, void* session);
   /* Full forward logits for one sequence, float32 [n, vocab_size] (used to
    * check the KV cache against recomputation). */
-  zc_status* (*forward_logits)(void* instance, const int32_t* tokens, int32_t n,
-                               float* out_logits);
+  zc_status* (*forward_logits)(void* instance, const int32_t* tokens, int32_t n, float* out_logits);
 
   /* ---- kind_version 2 (ABI 1.1) ---- */
   /* Forward only, for evaluation: like forward_logprobs (same masks, same
@@ -496,8 +485,7 @@ typedef struct zc_model_table {
    * get -1). Either output may be NULL. A model that does not implement it
    * returns ZC_ERR_UNSUPPORTED (the lm evaluator then reports accuracy only
    * when it can recompute it through forward_logits). */
-  zc_status* (*forward_eval)(void* instance, const zc_batch* batch, DLTensor* out_logprobs,
-                             DLTensor* out_argmax);
+  zc_status* (*forward_eval)(void* instance, const zc_batch* batch, DLTensor* out_logprobs, DLTensor* out_argmax);
 
   /* ---- kind_version 3 (ABI 1.2) ---- */
   /* Named activations that the last forward_backward kept for its backward,
@@ -516,8 +504,7 @@ typedef struct zc_model_table {
    * params() would list is put to it (the optimizer's estimate reads them).
    * A model without it returns ZC_ERR_UNSUPPORTED; plugins older than 1.3
    * lack the slot. The host then reports the estimate as unknown. */
-  zc_status* (*estimate_memory)(const zc_create_args* args, const zc_param_shape_sink* shapes,
-                                zc_memory_estimate* out);
+  zc_status* (*estimate_memory)(const zc_create_args* args, const zc_param_shape_sink* shapes, zc_memory_estimate* out);
 } zc_model_table;
 
 /* ------------------------------------------------------------------------ */
@@ -620,19 +607,19 @@ typedef struct zc_callback_table {
 typedef struct zc_component {
   uint32_t struct_size;
   zc_kind kind;
-  const char* name;          /* the config's `type:` / `name:` value */
-  const char* description;   /* one line */
+  const char* name;                /* the config's `type:` / `name:` value */
+  const char* description;         /* one line */
   const char* options_schema_json; /* JSON Schema (draft 2020-12 subset) of options */
-  const void* table;         /* a zc_<kind>_table */
+  const void* table;               /* a zc_<kind>_table */
 } zc_component;
 
 typedef struct zc_manifest {
   uint32_t struct_size;
   uint32_t num_components;
-  const char* name;        /* plugin name, e.g. "bpe" */
-  const char* version;     /* plugin's own version, semver */
-  const char* license;     /* SPDX identifier */
-  const char* description; /* one line */
+  const char* name;                /* plugin name, e.g. "bpe" */
+  const char* version;             /* plugin's own version, semver */
+  const char* license;             /* SPDX identifier */
+  const char* description;         /* one line */
   const char* options_schema_json; /* schema shared by all components, or "{}" */
   const zc_component* components;
 } zc_manifest;
@@ -646,10 +633,8 @@ typedef struct zc_manifest {
  * plugin. Must not allocate or start threads.
  */
 typedef zc_status_code (*zc_negotiate_fn)(uint32_t host_abi_major, uint32_t host_abi_minor,
-                                          const zc_host_services* services,
-                                          uint32_t* out_plugin_abi_major,
-                                          uint32_t* out_plugin_abi_minor,
-                                          const zc_manifest** out_manifest);
+                                          const zc_host_services* services, uint32_t* out_plugin_abi_major,
+                                          uint32_t* out_plugin_abi_minor, const zc_manifest** out_manifest);
 
 #ifdef __cplusplus
 } /* extern "C" */

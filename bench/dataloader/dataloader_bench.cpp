@@ -180,8 +180,10 @@ int main(int argc, char** argv) {
     auto c2 = Clock::now();
     double corpus_tokens = l.stats()["corpus_tokens"];
     cold_tps = corpus_tokens / secs(c0, c2);
-    std::printf("cold (tokenize + write cache + 1 epoch): %.0f tokens (%lld targets) in %.2f s (create %.2f s): %.3g tokens_per_s\n",
-                corpus_tokens, static_cast<long long>(targets), secs(c0, c2), secs(c0, c1), cold_tps);
+    std::printf(
+        "cold (tokenize + write cache + 1 epoch): %.0f tokens (%lld targets) in %.2f s (create %.2f s): %.3g "
+        "tokens_per_s\n",
+        corpus_tokens, static_cast<long long>(targets), secs(c0, c2), secs(c0, c1), cold_tps);
   }
   for (int workers : {0, 2}) {
     auto w0 = Clock::now();
@@ -190,9 +192,11 @@ int main(int argc, char** argv) {
     int64_t targets = one_epoch(l);
     auto w2 = Clock::now();
     double corpus_tokens = l.stats()["corpus_tokens"];
-    std::printf("warm, num_workers %d (open + verify + 1 epoch): %.2f s (open %.2f s): %.3g tokens_per_s; epoch alone %.3g tokens_per_s (%lld targets)\n",
-                workers, secs(w0, w2), secs(w0, w1), corpus_tokens / secs(w0, w2), corpus_tokens / secs(w1, w2),
-                static_cast<long long>(targets));
+    std::printf(
+        "warm, num_workers %d (open + verify + 1 epoch): %.2f s (open %.2f s): %.3g tokens_per_s; epoch alone %.3g "
+        "tokens_per_s (%lld targets)\n",
+        workers, secs(w0, w2), secs(w0, w1), corpus_tokens / secs(w0, w2), corpus_tokens / secs(w1, w2),
+        static_cast<long long>(targets));
   }
   tt->destroy(tok.instance);
   for (const auto& m : host.messages(ZC_LOG_INFO)) std::printf("  log: %s\n", m.c_str());

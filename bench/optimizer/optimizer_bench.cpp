@@ -44,7 +44,9 @@ class BenchModel : public zcode::sdk::Model {
  public:
   explicit BenchModel(const zcode::sdk::CreateContext&) {}
   BenchModel() {
-    auto add = [&](std::string n, std::vector<int64_t> s, uint32_t f) { ps_.push_back(Param{std::move(n), std::move(s), f, {}, {}, {}, {}}); };
+    auto add = [&](std::string n, std::vector<int64_t> s, uint32_t f) {
+      ps_.push_back(Param{std::move(n), std::move(s), f, {}, {}, {}, {}});
+    };
     const int64_t d = 512, F = 1024, E = 8, V = 44032;
     add("embed.weight", {V, d}, ZC_PARAM_EMBEDDING);
     for (int l = 0; l < 2; ++l) {
@@ -100,9 +102,7 @@ class BenchModel : public zcode::sdk::Model {
   std::string info_ = "{}";
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 /// STREAM-like triad over arrays far larger than the caches.
 class Triad {

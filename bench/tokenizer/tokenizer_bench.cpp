@@ -25,9 +25,7 @@ using zcode::tok::BpeModel;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Every fortune of the English, German, Russian and Chinese packages; every k-th one until
 // `target` bytes, so all languages are represented.
@@ -104,11 +102,14 @@ int main(int argc, char** argv) {
   const double mb = static_cast<double>(corpus.size()) / 1e6;
   std::vector<std::string_view> chunks = chunks_of(corpus);
   std::shared_ptr<const BpeModel> model;
-  std::printf("corpus: %.3f MB of fortunes (en, de, ru, zh), %zu chunks; GPT-2 BPE; %d threads\n", mb, chunks.size(), threads);
+  std::printf("corpus: %.3f MB of fortunes (en, de, ru, zh), %zu chunks; GPT-2 BPE; %d threads\n", mb, chunks.size(),
+              threads);
 
   // The word cache lives in the model (shared by its encoders), so every
   // repetition loads a fresh model: each measurement starts cold.
-  auto fresh_model = [&] { return BpeModel::load_gpt2((gpt2 / "vocab.json").string(), (gpt2 / "merges.txt").string()); };
+  auto fresh_model = [&] {
+    return BpeModel::load_gpt2((gpt2 / "vocab.json").string(), (gpt2 / "merges.txt").string());
+  };
   // Single-threaded, then batch (encode_batch over `threads` threads sharing
   // one fresh model), back to back in each repetition: the shared VM drifts
   // by 25% between minutes, so the scaling is taken per repetition (median
@@ -145,14 +146,16 @@ int main(int argc, char** argv) {
     best_single = std::max(best_single, single);
     best_batch = std::max(best_batch, batch);
     scaling.push_back(batch / single);
-    std::printf("repetition %d: single %.3f MB/s, batch %.3f MB/s, scaling %.2fx\n", r + 1, single, batch, batch / single);
+    std::printf("repetition %d: single %.3f MB/s, batch %.3f MB/s, scaling %.2fx\n", r + 1, single, batch,
+                batch / single);
   }
   std::sort(scaling.begin(), scaling.end());
   const double median_scaling = scaling[scaling.size() / 2];
   std::printf("zcode-bpe single %.3f MB/s %zu tokens\n", best_single, tokens);
-  std::printf("zcode-bpe batch %.3f MB/s %zu tokens (%d threads, scaling %.2fx: median of the per-repetition "
-              "ratios; best / best %.2fx)\n",
-              best_batch, batch_tokens, threads, median_scaling, best_batch / best_single);
+  std::printf(
+      "zcode-bpe batch %.3f MB/s %zu tokens (%d threads, scaling %.2fx: median of the per-repetition "
+      "ratios; best / best %.2fx)\n",
+      best_batch, batch_tokens, threads, median_scaling, best_batch / best_single);
 
   // Peers on the same bytes, in the same run.
   const char* pd = std::getenv("ZCODE_PEERS_DIR");
@@ -165,7 +168,8 @@ int main(int argc, char** argv) {
   }
   fs::path tmp = fs::temp_directory_path() / ("zcode_tokenizer_bench_" + std::to_string(::getpid()) + ".txt");
   std::ofstream(tmp, std::ios::binary) << corpus;
-  std::string cmd = "NODE_PATH='" + nm.string() + "' node '" + peers.string() + "' '" + tmp.string() + "' '" + gpt2.string() + "' 2>&1";
+  std::string cmd = "NODE_PATH='" + nm.string() + "' node '" + peers.string() + "' '" + tmp.string() + "' '" +
+                    gpt2.string() + "' 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   char line[512];
   while (p && std::fgets(line, sizeof line, p)) {
@@ -182,8 +186,10 @@ int main(int argc, char** argv) {
   if (p) ::pclose(p);
   fs::remove(tmp);
   for (auto& [k, v] : peer) std::printf("ratio zcode-bpe single / %s: %.2fx\n", k.c_str(), best_single / v);
-  if (peer.count("hf-tokenizers batch")) std::printf("ratio zcode-bpe batch / hf-tokenizers batch: %.2fx\n", best_batch / peer["hf-tokenizers batch"]);
+  if (peer.count("hf-tokenizers batch"))
+    std::printf("ratio zcode-bpe batch / hf-tokenizers batch: %.2fx\n", best_batch / peer["hf-tokenizers batch"]);
   if (peer.count("hf-tokenizers single"))
-    std::printf("ratio zcode-bpe single-threaded / hf-tokenizers single-threaded: %.2fx\n", best_single / peer["hf-tokenizers single"]);
+    std::printf("ratio zcode-bpe single-threaded / hf-tokenizers single-threaded: %.2fx\n",
+                best_single / peer["hf-tokenizers single"]);
   return 0;
 }

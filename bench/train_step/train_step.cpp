@@ -24,8 +24,8 @@
 
 #include <malloc.h>
 #include <omp.h>
-#include <unistd.h>
 #include <rapidjson/document.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -52,9 +52,7 @@ struct Figures {
   bool ok = false;
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -129,7 +127,8 @@ Figures measure(const char* name, const std::string& json, int threads, int warm
     model.forward_backward(b, kB * kT, 1.0, false, 0, met);
     losses.push_back(met.loss);
     const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
-    const float c1 = 1.f / (1.f - std::pow(b1, static_cast<float>(it))), c2 = 1.f / (1.f - std::pow(b2, static_cast<float>(it)));
+    const float c1 = 1.f / (1.f - std::pow(b1, static_cast<float>(it))),
+                c2 = 1.f / (1.f - std::pow(b2, static_cast<float>(it)));
     for (const glm52::ParamInfo& p : model.param_infos()) {
       const float wdk = (p.flags & ZC_PARAM_NO_DECAY) ? 0.f : 0.1f;
       float *w = model.params() + p.offset, *g = model.grads() + p.offset, *pm = m1.data() + p.offset,
@@ -171,7 +170,9 @@ Figures measure(const char* name, const std::string& json, int threads, int warm
   {
     const int n3 = 2048;
     std::vector<float> A(size_t(n3) * n3, 1.f), Bm(size_t(n3) * n3, 1.f), C(size_t(n3) * n3);
-    auto sgemm = [&] { zcode::kernels::gemm(false, false, n3, n3, n3, 1.f, A.data(), n3, Bm.data(), n3, 0.f, C.data(), n3); };
+    auto sgemm = [&] {
+      zcode::kernels::gemm(false, false, n3, n3, n3, 1.f, A.data(), n3, Bm.data(), n3, 0.f, C.data(), n3);
+    };
     sgemm();
     std::vector<double> r, g;
     for (int i = 0; i < steps; ++i) {
@@ -196,13 +197,14 @@ Figures measure(const char* name, const std::string& json, int threads, int warm
   fg.peak_rss_mb = rss;
   fg.analytic_mb = (4.0 * n * sizeof(float) + static_cast<double>(model.activation_bytes(kB, kT))) / (1 << 20);
   fg.ok = std::isfinite(losses.back());
-  std::printf("zcode %-5s: train %7.1f tok/s (%6.1f ms/step, %6.1f GFLOP/s) | fwd %7.1f tok/s (%6.1f GFLOP/s) | "
-              "loss %.4f -> %.4f | peak RSS %6.1f MiB, analytic %6.1f MiB (weights+grads+2 Adam moments %.1f, "
-              "activations kept %.1f), workspace %.1f MiB | FLOP rate / paired sgemm %.2f (sgemm %.1f GFLOP/s)\n",
-              name, fg.train_tok_s, fg.step_ms, fg.train_gflops, fg.fwd_tok_s, fg.fwd_gflops, losses.front(),
-              losses.back(), fg.peak_rss_mb, fg.analytic_mb, 4.0 * n * sizeof(float) / (1 << 20),
-              model.activation_bytes(kB, kT) / double(1 << 20), model.workspace_bytes() / double(1 << 20),
-              fg.paired_peak_ratio, fg.paired_peak_gflops);
+  std::printf(
+      "zcode %-5s: train %7.1f tok/s (%6.1f ms/step, %6.1f GFLOP/s) | fwd %7.1f tok/s (%6.1f GFLOP/s) | "
+      "loss %.4f -> %.4f | peak RSS %6.1f MiB, analytic %6.1f MiB (weights+grads+2 Adam moments %.1f, "
+      "activations kept %.1f), workspace %.1f MiB | FLOP rate / paired sgemm %.2f (sgemm %.1f GFLOP/s)\n",
+      name, fg.train_tok_s, fg.step_ms, fg.train_gflops, fg.fwd_tok_s, fg.fwd_gflops, losses.front(), losses.back(),
+      fg.peak_rss_mb, fg.analytic_mb, 4.0 * n * sizeof(float) / (1 << 20),
+      model.activation_bytes(kB, kT) / double(1 << 20), model.workspace_bytes() / double(1 << 20), fg.paired_peak_ratio,
+      fg.paired_peak_gflops);
   std::fflush(stdout);
   return fg;
 }
@@ -218,11 +220,14 @@ Peer torch_peer(const char* config, bool tuned, int threads, int warmup, int ste
   std::remove(tmp.c_str());
   std::string env = "OMP_NUM_THREADS=" + std::to_string(threads) + " ";
   if (tuned)
-    env += "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 "
-           "MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
-  const std::string cmd = env + "/usr/bin/time -f %M -o " + rss + " /usr/bin/python3 " ZCODE_PEERS_DIR "/torch_lm_bench.py --config " +
-                          config + " --threads " + std::to_string(threads) + " --warmup " + std::to_string(warmup) +
-                          " --steps " + std::to_string(steps) + " --json " + tmp + " > /dev/null 2>&1";
+    env +=
+        "LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp "
+        "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 "
+        "MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 ";
+  const std::string cmd = env + "/usr/bin/time -f %M -o " + rss +
+                          " /usr/bin/python3 " ZCODE_PEERS_DIR "/torch_lm_bench.py --config " + config + " --threads " +
+                          std::to_string(threads) + " --warmup " + std::to_string(warmup) + " --steps " +
+                          std::to_string(steps) + " --json " + tmp + " > /dev/null 2>&1";
   std::system(cmd.c_str());
   Peer p;
   std::ifstream f(tmp);
@@ -306,9 +311,10 @@ int main(int argc, char** argv) {
   zcode::kernels::set_num_threads(threads);
   std::printf("bench_train_step: OpenBLAS core %s, OPENBLAS_CORETYPE=%s\n", zcode::kernels::blas_core().c_str(),
               std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
-  std::printf("bench_train_step: batch %d x seq %d, vocab %d, %d threads, OpenBLAS %s build, %d warm-up + %d timed "
-              "steps (median)\n",
-              kB, kT, kV, threads, zcode::kernels::blas_threading().c_str(), warmup, steps);
+  std::printf(
+      "bench_train_step: batch %d x seq %d, vocab %d, %d threads, OpenBLAS %s build, %d warm-up + %d timed "
+      "steps (median)\n",
+      kB, kT, kV, threads, zcode::kernels::blas_threading().c_str(), warmup, steps);
   // Dense: GLU hidden 683 ≈ the peer's 4·d GELU MLP in parameters (3·683 ≈ 8·256).
   const std::string dense = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "ffn_hidden": 683,
     "first_dense_layers": 4, "max_seq_len": 256})";
@@ -352,10 +358,8 @@ int main(int argc, char** argv) {
     for (const Round& rd : s.rounds) v.push_back(per_round(rd));
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
     char buf[96];
-    if (v.size() > 1)
-      std::snprintf(buf, sizeof buf, "%.2f (rounds %.2f-%.2f)", median(v), *lo, *hi);
-    else
-      std::snprintf(buf, sizeof buf, "%.2f", v[0]);
+    if (v.size() > 1) std::snprintf(buf, sizeof buf, "%.2f (rounds %.2f-%.2f)", median(v), *lo, *hi);
+    else std::snprintf(buf, sizeof buf, "%.2f", v[0]);
     return std::string(buf);
   };
   std::printf("--- ratios%s ---\n", rounds > 1 ? " (median of the per-round ratios)" : "");
@@ -366,17 +370,19 @@ int main(int argc, char** argv) {
     if (!r0.f.ok) continue;
     double rss_max = 0;  // the worst round: each measures its own model (reset_peak_rss)
     for (const Round& r : s.rounds) rss_max = std::max(rss_max, r.f.peak_rss_mb / r.f.analytic_mb);
-    std::printf("%-5s: peak RSS / analytic %.2f (highest of the rounds; target <= 1.25); zcode RSS / pytorch tuned "
-                "RSS %.2f (round 1)\n",
-                s.name, rss_max, ratio(r0.f.peak_rss_mb, r0.tuned.rss_mb));
-    std::printf("%-5s: model FLOP rate / sgemm 2048^3 run right after each step: train %s (target >= 0.80)\n",
-                s.name, over_rounds(s, [](const Round& r) { return r.f.paired_peak_ratio; }).c_str());
+    std::printf(
+        "%-5s: peak RSS / analytic %.2f (highest of the rounds; target <= 1.25); zcode RSS / pytorch tuned "
+        "RSS %.2f (round 1)\n",
+        s.name, rss_max, ratio(r0.f.peak_rss_mb, r0.tuned.rss_mb));
+    std::printf("%-5s: model FLOP rate / sgemm 2048^3 run right after each step: train %s (target >= 0.80)\n", s.name,
+                over_rounds(s, [](const Round& r) { return r.f.paired_peak_ratio; }).c_str());
     if (r0.peak > 0)
-      std::printf("%-5s: model FLOP rate / the round's sgemm peak (peer script, before the round): train %s, fwd %s; "
-                  "pytorch tuned %s\n",
-                  s.name, over_rounds(s, [](const Round& r) { return r.f.train_gflops / r.peak; }).c_str(),
-                  over_rounds(s, [](const Round& r) { return r.f.fwd_gflops / r.peak; }).c_str(),
-                  over_rounds(s, [](const Round& r) { return r.tuned.train_gflops / r.peak; }).c_str());
+      std::printf(
+          "%-5s: model FLOP rate / the round's sgemm peak (peer script, before the round): train %s, fwd %s; "
+          "pytorch tuned %s\n",
+          s.name, over_rounds(s, [](const Round& r) { return r.f.train_gflops / r.peak; }).c_str(),
+          over_rounds(s, [](const Round& r) { return r.f.fwd_gflops / r.peak; }).c_str(),
+          over_rounds(s, [](const Round& r) { return r.tuned.train_gflops / r.peak; }).c_str());
     if (s.installed.ok)
       std::printf("%-5s: zcode / pytorch as installed (round 1): train %.2fx, fwd %.2fx\n", s.name,
                   ratio(r0.f.train_tok_s, s.installed.train_tok_s), ratio(r0.f.fwd_tok_s, s.installed.fwd_tok_s));
@@ -385,6 +391,7 @@ int main(int argc, char** argv) {
     if (s.rounds[0].f.ok && s.rounds[0].tuned.ok)
       std::printf("%-5s: zcode / pytorch tuned: train %sx (target >= %.1fx), fwd %sx\n", s.name,
                   over_rounds(s, [&](const Round& r) { return ratio(r.f.train_tok_s, r.tuned.train_tok_s); }).c_str(),
-                  s.target, over_rounds(s, [&](const Round& r) { return ratio(r.f.fwd_tok_s, r.tuned.fwd_tok_s); }).c_str());
+                  s.target,
+                  over_rounds(s, [&](const Round& r) { return ratio(r.f.fwd_tok_s, r.tuned.fwd_tok_s); }).c_str());
   return ok ? 0 : 1;
 }

@@ -20,11 +20,10 @@ std::string prepare_blas_environment() {
     }
     const char* core = nullptr;
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
       core = "SkylakeX";
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      core = "Haswell";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) core = "Haswell";
     if (!core) {
       what = "OPENBLAS_CORETYPE left unset (no AVX2/AVX-512: OpenBLAS detects the core itself)";
       return;

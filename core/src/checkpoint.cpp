@@ -83,7 +83,8 @@ std::optional<uint64_t> parse_step_name(const std::string& name) {
 std::string sha256_hex(const void* data, size_t size) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr) != 1) throw CheckpointError("SHA-256: OpenSSL EVP_Digest failed");
+  if (EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr) != 1)
+    throw CheckpointError("SHA-256: OpenSSL EVP_Digest failed");
   static const char* hex = "0123456789abcdef";
   std::string out;
   for (unsigned i = 0; i < len; ++i) {
@@ -100,7 +101,8 @@ std::string sha256_file(const fs::path& path) {
 
 void write_file_atomic(const fs::path& path, const std::string& text) {
   try {
-    st::Writer::write_file_atomic(path.string(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    st::Writer::write_file_atomic(path.string(),
+                                  std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
   } catch (const zcode::sdk::Error& e) {
     throw CheckpointError(e.what());
   }
@@ -131,7 +133,8 @@ fs::path write_checkpoint(const fs::path& root, const CheckpointContents& c, int
 
   rapidjson::Document state;
   state.Parse(c.state_json.c_str());
-  if (state.HasParseError() || !state.IsObject()) throw CheckpointError("state.json: internal error: state is not a JSON object");
+  if (state.HasParseError() || !state.IsObject())
+    throw CheckpointError("state.json: internal error: state is not a JSON object");
   auto& al = state.GetAllocator();
   rapidjson::Value files(rapidjson::kObjectType);
   std::ostringstream sums;
@@ -242,7 +245,8 @@ fs::path resolve(const std::string& spec, const fs::path& run_dir) {
     if (!in || !std::getline(in, name) || name.empty())
       throw CheckpointError(what + ": no checkpoint in " + ckroot.string() + " (no 'latest' file)");
     while (!name.empty() && (name.back() == '\r' || name.back() == ' ')) name.pop_back();
-    if (!parse_step_name(name)) throw CheckpointError((ckroot / "latest").string() + ": expected 'step_N', found '" + name + "'");
+    if (!parse_step_name(name))
+      throw CheckpointError((ckroot / "latest").string() + ": expected 'step_N', found '" + name + "'");
     return ckroot / name;
   };
   if (spec == "latest") return latest_of(run_dir / "checkpoints", "--resume-from latest");
@@ -253,14 +257,16 @@ fs::path resolve(const std::string& spec, const fs::path& run_dir) {
   // file stands for the folder it names.
   if (!fs::is_directory(p, ec)) {
     if (p.filename() == "latest") return latest_of(p.parent_path().empty() ? fs::path(".") : p.parent_path(), spec);
-    throw CheckpointError(spec + ": is a file, not a checkpoint folder (expected .../checkpoints/step_N, "
-                                 ".../checkpoints/latest, a checkpoints/ folder or a run folder)");
+    throw CheckpointError(spec +
+                          ": is a file, not a checkpoint folder (expected .../checkpoints/step_N, "
+                          ".../checkpoints/latest, a checkpoints/ folder or a run folder)");
   }
   if (fs::exists(p / "state.json", ec)) return p;
   if (fs::exists(p / "latest", ec)) return latest_of(p, spec);
   if (fs::exists(p / "checkpoints" / "latest", ec)) return latest_of(p / "checkpoints", spec);
-  throw CheckpointError(spec + ": not a checkpoint folder (expected .../checkpoints/step_N with state.json, "
-                               ".../checkpoints/latest, a checkpoints/ folder or a run folder)");
+  throw CheckpointError(spec +
+                        ": not a checkpoint folder (expected .../checkpoints/step_N with state.json, "
+                        ".../checkpoints/latest, a checkpoints/ folder or a run folder)");
 }
 
 LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
@@ -304,8 +310,9 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
     auto b = read_all(dir / fname);
     const std::string got = sha256_hex(b.data(), b.size());
     if (got != hash)
-      throw CheckpointError((dir / fname).string() + ": SHA-256 mismatch (file is corrupted or was modified: expected " +
-                            hash.substr(0, 12) + "..., found " + got.substr(0, 12) + "...)");
+      throw CheckpointError((dir / fname).string() +
+                            ": SHA-256 mismatch (file is corrupted or was modified: expected " + hash.substr(0, 12) +
+                            "..., found " + got.substr(0, 12) + "...)");
     bytes[fname] = std::move(b);
   }
   // 2. state.json parses and its "files" agree.
@@ -314,8 +321,8 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   rapidjson::Document state;
   const sdk::json::Result parsed = sdk::json::parse<rapidjson::kParseFullPrecisionFlag>(state, out.state_json);
   if (!parsed.ok())
-    throw CheckpointError((dir / "state.json").string() + ":" + sdk::json::line_col(out.state_json, parsed.offset) + ": " +
-                          parsed.message());
+    throw CheckpointError((dir / "state.json").string() + ":" + sdk::json::line_col(out.state_json, parsed.offset) +
+                          ": " + parsed.message());
   if (!state.IsObject()) throw CheckpointError((dir / "state.json").string() + ": not a JSON object");
   if (!state.HasMember("step") || !state["step"].IsUint64())
     throw CheckpointError((dir / "state.json").string() + ": missing integer field \"step\"");
@@ -372,7 +379,9 @@ std::string config_of_state(const std::string& state_text, const fs::path& state
 }
 }  // namespace
 
-std::string stored_config_json(const LoadedCheckpoint& ck) { return config_of_state(ck.state_json, ck.dir / "state.json"); }
+std::string stored_config_json(const LoadedCheckpoint& ck) {
+  return config_of_state(ck.state_json, ck.dir / "state.json");
+}
 
 std::string stored_config_json(const fs::path& dir) {
   std::error_code ec;
@@ -389,8 +398,8 @@ StateReaderView::StateReaderView(const st::Reader* file, const std::string& pref
       names_.push_back(t.name.substr(prefix.size()));
       tensors_.push_back(t.dltensor());  // shape points into the Reader's TensorView
     }
-  reader_ = zc_state_reader{sizeof(zc_state_reader), 0, this, &get_tensor, &num_tensors, &tensor_name, json_.c_str(),
-                            json_.size()};
+  reader_ = zc_state_reader{sizeof(zc_state_reader), 0,           this, &get_tensor, &num_tensors, &tensor_name,
+                            json_.c_str(),           json_.size()};
 }
 
 const DLTensor* StateReaderView::get_tensor(void* ctx, const char* name) {

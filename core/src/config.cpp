@@ -18,8 +18,8 @@ std::string ConfigError::str() const { return path.empty() ? message : path + ":
 
 namespace {
 std::string validation_what(const std::string& origin, const std::vector<ConfigError>& errors) {
-  std::string s = origin + ": " + std::to_string(errors.size()) +
-                  (errors.size() == 1 ? " config error" : " config errors");
+  std::string s =
+      origin + ": " + std::to_string(errors.size()) + (errors.size() == 1 ? " config error" : " config errors");
   for (const ConfigError& e : errors) s += "\n  " + e.str();
   return s;
 }
@@ -31,11 +31,25 @@ ConfigValidationError::ConfigValidationError(std::string origin, std::vector<Con
 // ---- plumbing --------------------------------------------------------------
 
 HarnessConfig::Impl::Impl(const Impl& o)
-    : origin(o.origin), yaml11_bools(o.yaml11_bools), overrides(o.overrides), validated(o.validated),
-      experiment_name(o.experiment_name), seed(o.seed), plugin_path(o.plugin_path), hardware(o.hardware),
-      model(o.model), data(o.data), optimizer(o.optimizer), scheduler(o.scheduler), training(o.training),
-      logging(o.logging), profiling(o.profiling), evaluation(o.evaluation), generation(o.generation),
-      callbacks(o.callbacks), model_card(o.model_card) {
+    : origin(o.origin),
+      yaml11_bools(o.yaml11_bools),
+      overrides(o.overrides),
+      validated(o.validated),
+      experiment_name(o.experiment_name),
+      seed(o.seed),
+      plugin_path(o.plugin_path),
+      hardware(o.hardware),
+      model(o.model),
+      data(o.data),
+      optimizer(o.optimizer),
+      scheduler(o.scheduler),
+      training(o.training),
+      logging(o.logging),
+      profiling(o.profiling),
+      evaluation(o.evaluation),
+      generation(o.generation),
+      callbacks(o.callbacks),
+      model_card(o.model_card) {
   raw.CopyFrom(o.raw, raw.GetAllocator());
   resolved.CopyFrom(o.resolved, resolved.GetAllocator());
 }
@@ -135,9 +149,8 @@ JsonValue* section_at(JsonValue& root, const std::string& path) {
     size_t i = std::stoul(path.substr(10));
     auto it = root.FindMember("callbacks");
     if (it == root.MemberEnd() || !it->value.IsArray() || i >= it->value.Size()) return nullptr;
-    return it->value[static_cast<rapidjson::SizeType>(i)].IsObject()
-               ? &it->value[static_cast<rapidjson::SizeType>(i)]
-               : nullptr;
+    return it->value[static_cast<rapidjson::SizeType>(i)].IsObject() ? &it->value[static_cast<rapidjson::SizeType>(i)]
+                                                                     : nullptr;
   }
   auto it = root.FindMember(JsonValue(path.c_str(), static_cast<rapidjson::SizeType>(path.size())));
   return (it != root.MemberEnd() && it->value.IsObject()) ? &it->value : nullptr;
@@ -271,8 +284,8 @@ void resolve(const HarnessConfig::Impl& impl, const SchemaProvider* provider, Js
     const JsonValue* w = member(*sched, "warmup_steps");
     const JsonValue* st = member(*sched, "stable_steps");
     const JsonValue* mx = member(*train, "max_steps");
-    if (type && type->IsString() && fold(type->GetString()) == "wsd" && w && w->IsInt64() && st &&
-        st->IsInt64() && mx && mx->IsInt64() && mx->GetInt64() - w->GetInt64() - st->GetInt64() >= 0)
+    if (type && type->IsString() && fold(type->GetString()) == "wsd" && w && w->IsInt64() && st && st->IsInt64() &&
+        mx && mx->IsInt64() && mx->GetInt64() - w->GetInt64() - st->GetInt64() >= 0)
       sched->AddMember("decay_steps", JsonValue(mx->GetInt64() - w->GetInt64() - st->GetInt64()), a);
   }
   // The record of --set overrides.
@@ -585,8 +598,8 @@ std::string HarnessConfig::to_yaml() const {
 namespace {
 // The config's file-path fields (one home: to_yaml_absolute_paths and
 // is_path_field). "plugin_path" is a string or a list of strings.
-constexpr std::string_view kPathFields[] = {"plugin_path",   "data.train_path",    "data.val_path",
-                                            "data.cache_dir", "data.tokenizer",     "data.tokenizer.path",
+constexpr std::string_view kPathFields[] = {"plugin_path",        "data.train_path",    "data.val_path",
+                                            "data.cache_dir",     "data.tokenizer",     "data.tokenizer.path",
                                             "logging.output_dir", "model_card.template"};
 
 void make_absolute(JsonValue& v, const std::filesystem::path& base, JsonAlloc& a) {
@@ -624,8 +637,7 @@ void config_detail::make_paths_absolute(JsonValue& doc, const std::filesystem::p
     if (!v) continue;
     if (v->IsArray())
       for (auto& x : v->GetArray()) make_absolute(x, base, a);
-    else
-      make_absolute(*v, base, a);
+    else make_absolute(*v, base, a);
   }
 }
 
@@ -635,7 +647,9 @@ std::string HarnessConfig::to_yaml_absolute_paths(const std::filesystem::path& b
   doc.CopyFrom(current(*impl_, scratch), doc.GetAllocator());
   make_paths_absolute(doc, base, doc.GetAllocator());
   YAML::Emitter e;
-  e << YAML::Comment("ZCode resolved config: defaults filled, relative paths made absolute; `overrides` records the --set entries applied");
+  e << YAML::Comment(
+      "ZCode resolved config: defaults filled, relative paths made absolute; `overrides` records the --set entries "
+      "applied");
   e << YAML::Newline;
   emit(e, doc);
   return std::string(e.c_str()) + "\n";

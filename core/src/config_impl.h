@@ -19,12 +19,12 @@ using JsonAlloc = rapidjson::Document::AllocatorType;
 
 struct HarnessConfig::Impl {
   std::string origin = "<default>";
-  JsonDoc raw;                        // the config as written, overrides applied
-  std::set<std::string> yaml11_bools; // paths of unquoted yes/no/on/off/y/n values
-  std::vector<std::string> overrides; // "a.b=value", in order
+  JsonDoc raw;                         // the config as written, overrides applied
+  std::set<std::string> yaml11_bools;  // paths of unquoted yes/no/on/off/y/n values
+  std::vector<std::string> overrides;  // "a.b=value", in order
 
   bool validated = false;
-  JsonDoc resolved;                   // raw + defaults (valid after validate())
+  JsonDoc resolved;  // raw + defaults (valid after validate())
 
   std::string experiment_name = "zcode_run";
   uint64_t seed = 42;
@@ -42,7 +42,10 @@ struct HarnessConfig::Impl {
   std::vector<CallbackConfig> callbacks;
   ModelCardConfig model_card;
 
-  Impl() { raw.SetObject(); resolved.SetObject(); }
+  Impl() {
+    raw.SetObject();
+    resolved.SetObject();
+  }
   Impl(const Impl& o);
   Impl& operator=(const Impl&) = delete;
 };
@@ -70,8 +73,8 @@ PlainScalar read_plain_scalar(std::string_view text);
 /// Parses YAML text into `out` (an object unless the document is a scalar or
 /// list). Records flagged YAML 1.1 booleans under `path_prefix`. Throws
 /// ConfigLoadError with "origin:line:col: message".
-void parse_yaml(std::string_view text, const std::string& origin, JsonDoc& out,
-                std::set<std::string>& yaml11_bools, const std::string& path_prefix = "");
+void parse_yaml(std::string_view text, const std::string& origin, JsonDoc& out, std::set<std::string>& yaml11_bools,
+                const std::string& path_prefix = "");
 /// Parses JSON text into `out`. Throws ConfigLoadError "origin:line:col: ...".
 void parse_json(std::string_view text, const std::string& origin, JsonDoc& out);
 

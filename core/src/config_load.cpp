@@ -41,9 +41,7 @@ std::string fold(std::string_view s) {
 std::string join_path(const std::string& base, std::string_view key) {
   return base.empty() ? std::string(key) : base + "." + std::string(key);
 }
-std::string join_index(const std::string& base, size_t index) {
-  return base + "[" + std::to_string(index) + "]";
-}
+std::string join_index(const std::string& base, size_t index) { return base + "[" + std::to_string(index) + "]"; }
 
 PlainScalar read_plain_scalar(std::string_view t) {
   PlainScalar r;
@@ -114,8 +112,7 @@ namespace {
 
 [[noreturn]] void load_error(const std::string& origin, const YAML::Mark& m, const std::string& msg) {
   if (m.is_null()) throw ConfigLoadError(origin + ": " + msg);
-  throw ConfigLoadError(origin + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) +
-                        ": " + msg);
+  throw ConfigLoadError(origin + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) + ": " + msg);
 }
 
 // Untrusted structure is bounded before it is walked (see zcode/sdk/json.h).
@@ -139,8 +136,9 @@ struct YamlWalk {
 void check_scalar_utf8(const std::string& s, const YamlWalk& w, const YAML::Mark& m, const std::string& path) {
   const size_t bad = sdk::invalid_utf8_at(s);
   if (bad == std::string::npos && s.find('\0') == std::string::npos) return;
-  load_error(w.origin, m, "invalid UTF-8 or a NUL byte in a value or key at " + sdk::json::shown_path(path) +
-                              "; a config is UTF-8 text");
+  load_error(
+      w.origin, m,
+      "invalid UTF-8 or a NUL byte in a value or key at " + sdk::json::shown_path(path) + "; a config is UTF-8 text");
 }
 
 void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, YamlWalk& w, const std::string& path,
@@ -157,9 +155,7 @@ void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, YamlWalk& w
                "nesting deeper than " + std::to_string(kMaxConfigDepth) + " levels at " + sdk::json::shown_path(path));
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
-    case YAML::NodeType::Null:
-      out.SetNull();
-      return;
+    case YAML::NodeType::Null: out.SetNull(); return;
     case YAML::NodeType::Scalar: {
       const std::string& s = n.Scalar();
       check_scalar_utf8(s, w, n.Mark(), path);
@@ -169,9 +165,8 @@ void yaml_to_json(const YAML::Node& n, JsonValue& out, JsonAlloc& a, YamlWalk& w
         out.SetString(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
         return;
       }
-      if (tag != "?" && !tag.empty() && tag != "tag:yaml.org,2002:int" &&
-          tag != "tag:yaml.org,2002:float" && tag != "tag:yaml.org,2002:bool" &&
-          tag != "tag:yaml.org,2002:null")
+      if (tag != "?" && !tag.empty() && tag != "tag:yaml.org,2002:int" && tag != "tag:yaml.org,2002:float" &&
+          tag != "tag:yaml.org,2002:bool" && tag != "tag:yaml.org,2002:null")
         load_error(w.origin, n.Mark(), "unsupported YAML tag '" + tag + "'");
       PlainScalar p = read_plain_scalar(s);
       switch (p.kind) {
@@ -262,8 +257,8 @@ void check_utf8(std::string_view text, const std::string& origin) {
 
 }  // namespace
 
-void parse_yaml(std::string_view text, const std::string& origin, JsonDoc& out,
-                std::set<std::string>& yaml11_bools, const std::string& path_prefix) {
+void parse_yaml(std::string_view text, const std::string& origin, JsonDoc& out, std::set<std::string>& yaml11_bools,
+                const std::string& path_prefix) {
   check_utf8(text, origin);
   YAML::Node root;
   try {

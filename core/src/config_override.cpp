@@ -19,7 +19,8 @@ struct Token {
 };
 
 bool is_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 // "callbacks[0].every" / "callbacks.0.every" / "optimizer.lr".
@@ -82,9 +83,7 @@ std::optional<std::string> unknown_path(const std::vector<Token>& toks) {
   return std::nullopt;
 }
 
-std::string kind_of(const JsonValue& v) {
-  return v.IsObject() ? "a mapping" : v.IsArray() ? "a list" : describe(v);
-}
+std::string kind_of(const JsonValue& v) { return v.IsObject() ? "a mapping" : v.IsArray() ? "a list" : describe(v); }
 
 }  // namespace
 
@@ -151,8 +150,9 @@ void HarnessConfig::apply_overrides(const std::vector<std::string>& sets) {
           const Token* next = last ? nullptr : &(*toks)[i + 1];
           const bool next_is_index = next && (next->bracket_index || is_digits(next->key));
           cur->AddMember(JsonValue(t.key.c_str(), a),
-                         JsonValue(last ? rapidjson::kNullType
-                                        : next_is_index ? rapidjson::kArrayType : rapidjson::kObjectType),
+                         JsonValue(last            ? rapidjson::kNullType
+                                   : next_is_index ? rapidjson::kArrayType
+                                                   : rapidjson::kObjectType),
                          a);
           it = cur->FindMember(t.key.c_str());
         }

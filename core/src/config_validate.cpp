@@ -64,8 +64,8 @@ std::string tokenizer_component(const JsonValue* tok) {
 
 std::vector<PluginSection> plugin_sections(const JsonValue& named, const SchemaProvider* provider) {
   std::vector<PluginSection> out;
-  auto add = [&](zc_kind kind, const char* word, const JsonValue* name, std::string component,
-                 std::string name_path, std::string section_path, std::string routing_key) {
+  auto add = [&](zc_kind kind, const char* word, const JsonValue* name, std::string component, std::string name_path,
+                 std::string section_path, std::string routing_key) {
     if (!name || !name->IsString() || name->GetStringLength() == 0) return;
     PluginSection s;
     s.kind = kind;
@@ -122,8 +122,7 @@ std::vector<PluginSection> plugin_sections(const JsonValue& named, const SchemaP
     for (rapidjson::SizeType i = 0; i < cbs->Size(); ++i) {
       const JsonValue* t = member((*cbs)[i], "type");
       std::string sp = join_index("callbacks", i);
-      add(ZC_KIND_CALLBACK, "callback", t, t && t->IsString() ? fold(t->GetString()) : "", sp + ".type", sp,
-          "type");
+      add(ZC_KIND_CALLBACK, "callback", t, t && t->IsString() ? fold(t->GetString()) : "", sp + ".type", sp, "type");
     }
   }
   return out;
@@ -150,9 +149,13 @@ std::string type_phrase(const std::vector<std::string>& types) {
   std::string s;
   for (size_t i = 0; i < types.size(); ++i) {
     const std::string& t = types[i];
-    std::string p = t == "integer" ? "an integer" : t == "number" ? "a number" : t == "string" ? "a string"
-                  : t == "boolean" ? "true or false" : t == "array" ? "a list" : t == "object" ? "a mapping"
-                  : t;
+    std::string p = t == "integer"   ? "an integer"
+                    : t == "number"  ? "a number"
+                    : t == "string"  ? "a string"
+                    : t == "boolean" ? "true or false"
+                    : t == "array"   ? "a list"
+                    : t == "object"  ? "a mapping"
+                                     : t;
     s += (i == 0 ? "" : i + 1 == types.size() ? " or " : ", ") + p;
   }
   return s.empty() ? "a valid value" : s;
@@ -210,8 +213,7 @@ std::string translate(const std::string& keyword, const JsonValue& schema, const
     return "expected " + type_phrase(types) + ", found " + describe(inst);
   }
   if (keyword == "enum") return enum_message(schema, inst);
-  if (keyword == "minimum" || keyword == "maximum" || keyword == "exclusiveMinimum" ||
-      keyword == "exclusiveMaximum")
+  if (keyword == "minimum" || keyword == "maximum" || keyword == "exclusiveMinimum" || keyword == "exclusiveMaximum")
     return "expected " + range_phrase(schema) + ", found " + describe(inst).substr(inst.IsNumber() ? 7 : 0);
   if (keyword == "minItems" || keyword == "maxItems") {
     const JsonValue* mn = member(schema, "minItems");
@@ -219,23 +221,19 @@ std::string translate(const std::string& keyword, const JsonValue& schema, const
     std::string want;
     if (mn && mx && mn->IsUint() && mx->IsUint() && mn->GetUint() == mx->GetUint())
       want = "exactly " + number_text(*mn);
-    else if (keyword == "minItems" && mn)
-      want = "at least " + number_text(*mn);
-    else if (mx)
-      want = "at most " + number_text(*mx);
+    else if (keyword == "minItems" && mn) want = "at least " + number_text(*mn);
+    else if (mx) want = "at most " + number_text(*mx);
     return "expected a list of " + want + " items, found " + std::to_string(inst.IsArray() ? inst.Size() : 0) +
            " items";
   }
   if (keyword == "minLength") {
     const JsonValue* mn = member(schema, "minLength");
     if (mn && mn->IsUint() && mn->GetUint() == 1) return "expected a non-empty string, found " + describe(inst);
-    return "expected a string of at least " + (mn ? number_text(*mn) : "?") + " characters, found " +
-           describe(inst);
+    return "expected a string of at least " + (mn ? number_text(*mn) : "?") + " characters, found " + describe(inst);
   }
   if (keyword == "maxLength") {
     const JsonValue* mx = member(schema, "maxLength");
-    return "expected a string of at most " + (mx ? number_text(*mx) : "?") + " characters, found " +
-           describe(inst);
+    return "expected a string of at most " + (mx ? number_text(*mx) : "?") + " characters, found " + describe(inst);
   }
   if (keyword == "pattern") {
     if (xmsg && xmsg->IsString()) return "expected " + std::string(xmsg->GetString()) + ", found " + describe(inst);
@@ -286,11 +284,11 @@ const char* kYaml11String = "; quote it if you mean the string";
 struct Walker {
   const std::set<std::string>& yaml11;
   std::vector<ConfigError>& errors;
-  bool builtin;                       // lenient enums, cross-section hints
-  std::string root_path;              // the section this walk started at
-  std::string exempt_key;             // routing key at root_path, never "unknown"
-  std::string owner;                  // "optimizer 'adamw'" for plugin walks
-  rapidjson::Document scratch{};      // owns temporary schema fragments
+  bool builtin;                   // lenient enums, cross-section hints
+  std::string root_path;          // the section this walk started at
+  std::string exempt_key;         // routing key at root_path, never "unknown"
+  std::string owner;              // "optimizer 'adamw'" for plugin walks
+  rapidjson::Document scratch{};  // owns temporary schema fragments
 
   void error(const std::string& path, std::string msg) { errors.push_back({path, std::move(msg)}); }
 
@@ -338,7 +336,8 @@ struct Walker {
           JsonValue list_schema(rapidjson::kObjectType);
           for (const char* k : {"type", "minItems", "maxItems", "uniqueItems"})
             if (const JsonValue* v = member(schema, k))
-              list_schema.AddMember(rapidjson::StringRef(k), JsonValue(*v, scratch.GetAllocator()), scratch.GetAllocator());
+              list_schema.AddMember(rapidjson::StringRef(k), JsonValue(*v, scratch.GetAllocator()),
+                                    scratch.GetAllocator());
           leaf(list_schema, inst, path, true);
         } else {
           leaf(schema, inst, path, true);
@@ -474,7 +473,8 @@ void cross_field(const Lookup& r, const Lookup& raw, const std::vector<ConfigErr
   };
   auto k = r.i64("model.moe_top_k"), E = r.i64("model.moe_experts");
   if (k && E && ok({"model.moe_experts"}) && *k > *E)
-    e.push_back({"model.moe_top_k", n2s(*k) + " exceeds model.moe_experts (" + n2s(*E) + "); expected at most " + n2s(*E)});
+    e.push_back(
+        {"model.moe_top_k", n2s(*k) + " exceeds model.moe_experts (" + n2s(*E) + "); expected at most " + n2s(*E)});
   auto H = r.i64("model.n_heads"), Hkv = r.i64("model.n_kv_heads");
   if (H && Hkv && ok({"model.n_heads"}) && *Hkv != 0 && *H % *Hkv != 0)
     e.push_back({"model.n_kv_heads", n2s(*Hkv) + " does not divide model.n_heads (" + n2s(*H) + ")"});
@@ -493,23 +493,22 @@ void cross_field(const Lookup& r, const Lookup& raw, const std::vector<ConfigErr
     auto stable = r.i64("scheduler.stable_steps");
     auto decay = raw.i64("scheduler.decay_steps");
     if (stable && decay && *warm + *stable + *decay > *max_steps)
-      e.push_back({"scheduler.decay_steps", "warmup_steps + stable_steps + decay_steps = " +
-                                                n2s(*warm + *stable + *decay) + " exceeds training.max_steps (" +
-                                                n2s(*max_steps) + ")"});
+      e.push_back(
+          {"scheduler.decay_steps", "warmup_steps + stable_steps + decay_steps = " + n2s(*warm + *stable + *decay) +
+                                        " exceeds training.max_steps (" + n2s(*max_steps) + ")"});
     else if (stable && !raw.present("scheduler.decay_steps") && *warm + *stable > *max_steps)
       e.push_back({"scheduler.stable_steps", "warmup_steps + stable_steps = " + n2s(*warm + *stable) +
                                                  " exceeds training.max_steps (" + n2s(*max_steps) + ")"});
     // The scheduler refuses a decay of 0 steps (it would end on the stable
     // lr, never reaching min_lr_ratio); the default decay is what is left.
     else if (stable && !raw.present("scheduler.decay_steps") && *warm + *stable == *max_steps)
-      e.push_back({"scheduler.stable_steps", "warmup_steps + stable_steps = " + n2s(*warm + *stable) +
-                                                 " equals training.max_steps, which leaves 0 steps to decay; " +
-                                                 (*max_steps > *warm ? "expected stable_steps <= " +
-                                                                           n2s(*max_steps - *warm - 1)
-                                                                     : std::string("expected training.max_steps > "
-                                                                                   "warmup_steps"))});
-    else if (decay && *decay == 0)
-      e.push_back({"scheduler.decay_steps", "0 steps to decay; expected an integer >= 1"});
+      e.push_back(
+          {"scheduler.stable_steps", "warmup_steps + stable_steps = " + n2s(*warm + *stable) +
+                                         " equals training.max_steps, which leaves 0 steps to decay; " +
+                                         (*max_steps > *warm ? "expected stable_steps <= " + n2s(*max_steps - *warm - 1)
+                                                             : std::string("expected training.max_steps > "
+                                                                           "warmup_steps"))});
+    else if (decay && *decay == 0) e.push_back({"scheduler.decay_steps", "0 steps to decay; expected an integer >= 1"});
   }
 
   auto seq = r.i64("model.max_seq_len"), sp = r.i64("training.sp_group_size");
@@ -541,7 +540,8 @@ void cross_field(const Lookup& r, const Lookup& raw, const std::vector<ConfigErr
     if (topk && *topk < 2)
       e.push_back({"generation.top_k", "strategy 'contrastive' needs top_k >= 2, found " + n2s(*topk)});
   } else if (strategy && alpha && *alpha > 0) {
-    e.push_back({"generation.penalty_alpha", d2s(*alpha) + " has no effect unless generation.strategy is 'contrastive'"});
+    e.push_back(
+        {"generation.penalty_alpha", d2s(*alpha) + " has no effect unless generation.strategy is 'contrastive'"});
   }
 }
 
@@ -574,8 +574,9 @@ const std::vector<Unsupported>& unsupported_table() {
        }},
       {"hardware.mixed_precision",
        [](const JsonValue& v) {
-         return if_true(v, "needs the CUDA backend (fp16/bf16 autocast), which is not implemented yet; "
-                           "the CPU backend trains in fp32: set false");
+         return if_true(v,
+                        "needs the CUDA backend (fp16/bf16 autocast), which is not implemented yet; "
+                        "the CPU backend trains in fp32: set false");
        }},
       {"training.precision",
        [](const JsonValue& v) -> std::optional<std::string> {
@@ -586,7 +587,8 @@ const std::vector<Unsupported>& unsupported_table() {
       {"training.loss_scale",
        [](const JsonValue& v) -> std::optional<std::string> {
          if (v.IsNumber() && v.GetDouble() != 1.0)
-           return number_text(v) + " (static loss scaling) is for fp16 training, which is not implemented yet; remove it or set 1";
+           return number_text(v) +
+                  " (static loss scaling) is for fp16 training, which is not implemented yet; remove it or set 1";
          return std::nullopt;
        }},
       {"training.gradient_checkpointing",
@@ -594,15 +596,23 @@ const std::vector<Unsupported>& unsupported_table() {
          return if_true(v, "is not implemented yet (activations are always kept); set false");
        }},
       {"training.sequence_parallel",
-       [](const JsonValue& v) { return if_true(v, "needs multi-device training, which is not implemented yet; set false"); }},
+       [](const JsonValue& v) {
+         return if_true(v, "needs multi-device training, which is not implemented yet; set false");
+       }},
       {"training.tensor_parallel",
-       [](const JsonValue& v) { return if_true(v, "needs multi-device training, which is not implemented yet; set false"); }},
+       [](const JsonValue& v) {
+         return if_true(v, "needs multi-device training, which is not implemented yet; set false");
+       }},
       {"logging.mlflow",
        [](const JsonValue& v) { return if_true(v, "needs the MLflow sink, which is not implemented yet; set false"); }},
       {"logging.wandb",
-       [](const JsonValue& v) { return if_true(v, "needs the Weights & Biases sink, which is not implemented yet; set false"); }},
+       [](const JsonValue& v) {
+         return if_true(v, "needs the Weights & Biases sink, which is not implemented yet; set false");
+       }},
       {"logging.tensorboard",
-       [](const JsonValue& v) { return if_true(v, "needs the TensorBoard sink, which is not implemented yet; set false"); }},
+       [](const JsonValue& v) {
+         return if_true(v, "needs the TensorBoard sink, which is not implemented yet; set false");
+       }},
       {"profiling.trace_handler",
        [](const JsonValue& v) -> std::optional<std::string> {
          if (v.IsString() && fold(v.GetString()) == "tensorboard")
@@ -667,8 +677,7 @@ std::vector<size_t> order_key(const JsonValue& raw, const std::string& path) {
 
 bool has_error_at_or_under(const std::vector<ConfigError>& errors, const std::string& path) {
   for (const ConfigError& e : errors)
-    if (e.path == path || path.starts_with(e.path + ".") || path.starts_with(e.path + "["))
-      return true;
+    if (e.path == path || path.starts_with(e.path + ".") || path.starts_with(e.path + "[")) return true;
   return false;
 }
 
@@ -683,8 +692,9 @@ std::string no_plugins_found_message(const std::vector<std::string>& searched) {
     for (size_t i = 0; i < searched.size(); ++i) m += (i ? ", " : "") + searched[i];
     m += ")";
   }
-  return m + "; set ZCODE_PLUGIN_PATH or pass --plugin-path DIR "
-             "(the bundled plugins are looked for in <dir of zcode-host>/../lib/zcode/plugins)";
+  return m +
+         "; set ZCODE_PLUGIN_PATH or pass --plugin-path DIR "
+         "(the bundled plugins are looked for in <dir of zcode-host>/../lib/zcode/plugins)";
 }
 
 std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) const {
@@ -706,16 +716,15 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
   bool no_plugins = provider != nullptr;
   for (int k = ZC_KIND_TOKENIZER; no_plugins && k <= ZC_KIND_CALLBACK; ++k)
     no_plugins = provider->component_names(static_cast<zc_kind>(k)).empty();
-  if (no_plugins)
-    errors.push_back({"", no_plugins_found_message(provider->searched_folders())});
+  if (no_plugins) errors.push_back({"", no_plugins_found_message(provider->searched_folders())});
   if (provider && !no_plugins) {
     std::vector<ConfigError> plugin_errors;
     for (const PluginSection& s : plugin_sections(named, provider)) {
       if (has_error_at_or_under(errors, s.name_path)) continue;
       if (!s.found) {
-        plugin_errors.push_back({s.name_path, "no " + s.kind_word + " plugin named '" + s.written_name +
-                                                  "' on the plugin path" +
-                                                  did_you_mean_or_available(s.component, provider->component_names(s.kind))});
+        plugin_errors.push_back(
+            {s.name_path, "no " + s.kind_word + " plugin named '" + s.written_name + "' on the plugin path" +
+                              did_you_mean_or_available(s.component, provider->component_names(s.kind))});
         continue;
       }
       JsonDoc sd;

@@ -45,9 +45,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // ---- JSON helpers -----------------------------------------------------------
 
@@ -126,8 +124,8 @@ bool is_eval_only_model_field(std::string_view path) { return path == "model.eva
 // The keys the engine itself writes into a STEP_END event (a model metric of
 // the same name is not repeated: JSON objects must not have duplicate keys).
 bool engine_step_key(std::string_view name) {
-  static constexpr std::string_view kKeys[] = {"loss",         "lr",           "grad_norm",          "tokens",
-                                               "tokens_per_s", "step_time_ms", "data_wait_ms",       "data_wait_fraction",
+  static constexpr std::string_view kKeys[] = {"loss",         "lr",           "grad_norm",    "tokens",
+                                               "tokens_per_s", "step_time_ms", "data_wait_ms", "data_wait_fraction",
                                                "eta_s",        "skipped"};
   for (std::string_view k : kKeys)
     if (k == name) return true;
@@ -280,8 +278,8 @@ struct Engine::Impl {
   uint64_t tokens_seen = 0;
   double best_val_loss = INFINITY;
   uint64_t best_step = 0;
-  double wall_s_before = 0;  // wall time of earlier segments of a resumed run
-  bool resumed = false;      // restored from a checkpoint (no step-0 evaluation)
+  double wall_s_before = 0;     // wall time of earlier segments of a resumed run
+  bool resumed = false;         // restored from a checkpoint (no step-0 evaluation)
   bool run_dir_opened = false;  // run() prepared a fresh (not resumed) run folder
   std::string last_train_json = "{}", last_val_json = "{}";
   std::unique_ptr<core::NonfiniteGuard> guard;
@@ -344,7 +342,8 @@ struct Engine::Impl {
   void check_memory(bool training) {
     const std::string model_opts = cfg.section_json("model");
     const auto& mc = registry->require(ZC_KIND_MODEL, cfg.model().type, "model.type");
-    const Component* oc = training ? &registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name") : nullptr;
+    const Component* oc =
+        training ? &registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name") : nullptr;
     const std::string opt_opts = cfg.section_json("optimizer");
     const MemoryEstimate est = estimate_run_memory(mc, args(model_opts, tokenizer.ref()), oc, args(opt_opts));
     const auto avail = available_memory_bytes();
@@ -354,12 +353,11 @@ struct Engine::Impl {
     for (const std::string& u : est.unknown) log::warn("Memory estimate unknown for " + u);
     if (avail && est.known_total() > *avail)
       throw ConfigValidationError(
-          cfg.origin(),
-          {{"data.batch_size",
-            "the run needs about " + est.describe() + ", more than the " + b +
-                " this machine has available (MemAvailable, cgroup limit); lower data.batch_size (raise "
-                "training.gradient_accumulation to keep the tokens per step) or model.max_seq_len, or "
-                "evaluation.batch_size when it is the larger"}});
+          cfg.origin(), {{"data.batch_size",
+                          "the run needs about " + est.describe() + ", more than the " + b +
+                              " this machine has available (MemAvailable, cgroup limit); lower data.batch_size (raise "
+                              "training.gradient_accumulation to keep the tokens per step) or model.max_seq_len, or "
+                              "evaluation.batch_size when it is the larger"}});
   }
 
   // Engine::preflight: files, tokenizer, memory; nothing written.
@@ -452,7 +450,8 @@ struct Engine::Impl {
   }
   std::string model_info() const {
     const char* j = nullptr;
-    check_plugin_call(*model.component(), "info_json", model.component()->as<zc_model_table>()->info_json(model.get(), &j));
+    check_plugin_call(*model.component(), "info_json",
+                      model.component()->as<zc_model_table>()->info_json(model.get(), &j));
     return j && is_json(j) ? j : "{}";
   }
   std::pair<uint64_t, uint64_t> num_params() const {
@@ -533,7 +532,8 @@ struct Engine::Impl {
       ctx.tensors = slot.file == 0 ? &c.model : slot.file == 1 ? &c.optimizer : &c.extra;
       if (slot.file == 2) ctx.prefix = slot.key + "/";
       zc_state_writer w{sizeof(zc_state_writer), 0, &ctx, &writer_put_tensor, &writer_put_json};
-      check_plugin_call(*slot.inst->component(), "save_state", slot.inst->component()->base()->save_state(slot.inst->get(), &w));
+      check_plugin_call(*slot.inst->component(), "save_state",
+                        slot.inst->component()->base()->save_state(slot.inst->get(), &w));
       if (stages.size() > 1) stages += ",";
       stages += json_escape(slot.key) + ":";
       if (!ctx.json_set) stages += "null";
@@ -567,17 +567,18 @@ struct Engine::Impl {
     // and generate with the stored config from another folder.
     std::error_code cwd_ec;
     const fs::path cwd = fs::current_path(cwd_ec);
-    std::string state = "{\"format\":\"zcode-checkpoint/1\",\"step\":" + std::to_string(step) +
-                        ",\"max_steps\":" + std::to_string(cfg.training().max_steps) +
-                        ",\"seed\":" + std::to_string(cfg.seed()) +
-                        ",\"rng\":{\"note\":\"every random stream is derived from seed and a stream name (zc_host_services.derive_seed); "
-                        "stages keep their own generator state in stages.<name>\",\"seed\":" + std::to_string(cfg.seed()) + "}" +
-                        ",\"engine\":" + engine_state_json() + ",\"stages\":" + stages +
-                        (cwd_ec ? std::string() : ",\"cwd\":" + json_escape(cwd.string())) +
-                        ",\"config\":" + config_json + ",\"config_sha256\":\"" +
-                        ckpt::sha256_hex(config_json.data(), config_json.size()) + "\",\"overrides\":" + overrides +
-                        ",\"git_commit\":\"" ZCODE_GIT_COMMIT "\",\"environment\":" +
-                        rundir::environment_json(host->num_threads()) + ",\"plugins\":" + plugins + "}";
+    std::string state =
+        "{\"format\":\"zcode-checkpoint/1\",\"step\":" + std::to_string(step) +
+        ",\"max_steps\":" + std::to_string(cfg.training().max_steps) + ",\"seed\":" + std::to_string(cfg.seed()) +
+        ",\"rng\":{\"note\":\"every random stream is derived from seed and a stream name "
+        "(zc_host_services.derive_seed); "
+        "stages keep their own generator state in stages.<name>\",\"seed\":" +
+        std::to_string(cfg.seed()) + "}" + ",\"engine\":" + engine_state_json() + ",\"stages\":" + stages +
+        (cwd_ec ? std::string() : ",\"cwd\":" + json_escape(cwd.string())) + ",\"config\":" + config_json +
+        ",\"config_sha256\":\"" + ckpt::sha256_hex(config_json.data(), config_json.size()) +
+        "\",\"overrides\":" + overrides +
+        ",\"git_commit\":\"" ZCODE_GIT_COMMIT "\",\"environment\":" + rundir::environment_json(host->num_threads()) +
+        ",\"plugins\":" + plugins + "}";
     c.state_json = std::move(state);
     fs::path dir = ckpt::write_checkpoint(run_dir / "checkpoints", c, cfg.training().keep_last_n);
     log::info("Checkpoint saved to " + dir.string());
@@ -612,8 +613,8 @@ struct Engine::Impl {
     auto report = [&](const std::string& path, const std::string& was, const std::string& now) {
       if (path == "overrides") return;
       if (HarnessConfig::is_path_field(path) && same_file_path(was, now)) return;
-      const bool arch = (path.rfind("model.", 0) == 0 && !is_eval_only_model_field(path)) ||
-                        path.rfind("data.tokenizer", 0) == 0;
+      const bool arch =
+          (path.rfind("model.", 0) == 0 && !is_eval_only_model_field(path)) || path.rfind("data.tokenizer", 0) == 0;
       const std::string line = path + ": checkpoint has " + was + ", config has " + now;
       if (arch) fatal.push_back(line);
       else log::warn("resume: config differs: " + line);
@@ -636,7 +637,8 @@ struct Engine::Impl {
   void restore(const ckpt::LoadedCheckpoint& ck, bool only_model) {
     rapidjson::Document state;
     state.Parse<rapidjson::kParseFullPrecisionFlag>(ck.state_json.c_str());
-    const rapidjson::Value* stages = state.HasMember("stages") && state["stages"].IsObject() ? &state["stages"] : nullptr;
+    const rapidjson::Value* stages =
+        state.HasMember("stages") && state["stages"].IsObject() ? &state["stages"] : nullptr;
     for (const auto& slot : stage_slots()) {
       if (only_model && slot.key != "model") continue;
       std::string json;
@@ -654,7 +656,8 @@ struct Engine::Impl {
         log::warn("resume: the checkpoint has no state for " + slot.key + " (it starts fresh)");
       }
       ckpt::StateReaderView rd(r, slot.file == 2 ? slot.key + "/" : "", std::move(json));
-      check_plugin_call(*slot.inst->component(), "load_state", slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
+      check_plugin_call(*slot.inst->component(), "load_state",
+                        slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
     }
     if (only_model) return;
     resumed = true;
@@ -663,7 +666,8 @@ struct Engine::Impl {
       const auto& e = state["engine"];
       auto num = [&](const char* k, double d) { return e.HasMember(k) && e[k].IsNumber() ? e[k].GetDouble() : d; };
       tokens_seen = static_cast<uint64_t>(num("tokens_seen", 0));
-      best_val_loss = e.HasMember("best_val_loss") && e["best_val_loss"].IsNumber() ? e["best_val_loss"].GetDouble() : INFINITY;
+      best_val_loss =
+          e.HasMember("best_val_loss") && e["best_val_loss"].IsNumber() ? e["best_val_loss"].GetDouble() : INFINITY;
       best_step = static_cast<uint64_t>(num("best_step", 0));
       wall_s_before = num("wall_time_s", 0);
       if (e.HasMember("nonfinite_guard") && guard) {
@@ -731,7 +735,8 @@ struct Engine::Impl {
   int train(int profile_steps) {
     const TrainingConfig& tc = cfg.training();
     const bool profiling = profile_steps > 0;
-    const uint64_t max_steps = profiling ? step + static_cast<uint64_t>(profile_steps) : static_cast<uint64_t>(tc.max_steps);
+    const uint64_t max_steps =
+        profiling ? step + static_cast<uint64_t>(profile_steps) : static_cast<uint64_t>(tc.max_steps);
     const auto* mt = model.component()->as<zc_model_table>();
     const auto* ot = optimizer.component()->as<zc_optimizer_table>();
     const auto* st_ = scheduler.component()->as<zc_scheduler_table>();
@@ -765,7 +770,11 @@ struct Engine::Impl {
       return i % cycle >= static_cast<uint64_t>(pc.wait + pc.warmup);
     };
     std::vector<Span> trace;
-    if (tracing) trace.reserve(static_cast<size_t>(profiling ? profile_steps : std::max<int64_t>(1, pc.active * std::max<int64_t>(1, pc.repeat))) * 8 + 16);
+    if (tracing)
+      trace.reserve(static_cast<size_t>(profiling ? profile_steps
+                                                  : std::max<int64_t>(1, pc.active * std::max<int64_t>(1, pc.repeat))) *
+                        8 +
+                    16);
     std::vector<std::pair<double, double>> rss;  // (ts_us, resident MiB) when profile_memory
     bool trace_now = false;
     const auto t_origin = Clock::now();
@@ -819,9 +828,11 @@ struct Engine::Impl {
       if (core::hessian_due(update, hess_k)) {
         const auto t0 = Clock::now();
         double ignored = 0;
-        check_plugin_call(*model.component(), "forward_backward (sampled labels)",
-                          acc.run(mt, model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
-        check_plugin_call(*optimizer.component(), "update_hessian", ot->update_hessian(optimizer.get(), acc.target_tokens()));
+        check_plugin_call(
+            *model.component(), "forward_backward (sampled labels)",
+            acc.run(mt, model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
+        check_plugin_call(*optimizer.component(), "update_hessian",
+                          ot->update_hessian(optimizer.get(), acc.target_tokens()));
         span("hessian", t0);
       }
       // 3. Forward/backward over the micro-batches, loss / step tokens.
@@ -924,14 +935,17 @@ struct Engine::Impl {
         j += "}";
       }
       for (const auto& [ts, mib] : rss) {
-        std::snprintf(b, sizeof b, "%s{\"name\":\"memory\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":1,\"args\":{\"rss_mib\":%.3f}}",
+        std::snprintf(b, sizeof b,
+                      "%s{\"name\":\"memory\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":1,\"args\":{\"rss_mib\":%.3f}}",
                       j.size() > 16 ? "," : "", ts, mib);
         j += b;
       }
       j += "],\"displayTimeUnit\":\"ms\"}\n";
       ckpt::write_file_atomic(run_dir / "trace.json", j);
-      log::info("Trace of " + std::string(profiling ? std::to_string(profile_steps) + " steps" : "the profiling.schedule's active steps") +
-                " written to " + (run_dir / "trace.json").string() + " (open in chrome://tracing)");
+      log::info(
+          "Trace of " +
+          std::string(profiling ? std::to_string(profile_steps) + " steps" : "the profiling.schedule's active steps") +
+          " written to " + (run_dir / "trace.json").string() + " (open in chrome://tracing)");
       if (profiling) return kExitOk;
     }
     if (interrupted) {
@@ -997,7 +1011,8 @@ struct Engine::Impl {
 
 // ---------------------------------------------------------------------------
 
-Engine::Engine(HarnessConfig cfg, EngineOptions opts) : impl_(std::make_unique<Impl>(std::move(cfg), std::move(opts))) {}
+Engine::Engine(HarnessConfig cfg, EngineOptions opts)
+    : impl_(std::make_unique<Impl>(std::move(cfg), std::move(opts))) {}
 Engine::~Engine() = default;
 const fs::path& Engine::run_dir() const { return impl_->run_dir; }
 
@@ -1022,7 +1037,7 @@ int report(const char* what) {
     log::error(e.what());
     const std::string m = e.what();
     return m.find("no ") != std::string::npos && m.find(" plugin named ") != std::string::npos ? kExitUsageError
-                                                                                                : kExitRuntimeError;
+                                                                                               : kExitRuntimeError;
   } catch (const std::exception& e) {
     log::error(std::string(what) + ": " + e.what());
     return kExitRuntimeError;
@@ -1046,7 +1061,8 @@ int Engine::run() {
       log::warn("Restored " + to.string() + " from " + from.string() +
                 ": a process was killed while saving that step again");
     for (const auto& p : set_aside.removed)
-      log::warn("Removed " + p.string() + ": the replaced copy of a checkpoint saved again by a process that was killed");
+      log::warn("Removed " + p.string() +
+                ": the replaced copy of a checkpoint saved again by a process that was killed");
     // Verify the checkpoint completely before any stage exists.
     std::optional<ckpt::LoadedCheckpoint> ck;
     if (resume) {
@@ -1080,7 +1096,8 @@ int Engine::run() {
     {
       rapidjson::Document ti;
       ti.Parse(m.tokenizer_info().c_str());
-      std::string name = ti.HasMember("name") && ti["name"].IsString() ? ti["name"].GetString() : m.cfg.data().tokenizer;
+      std::string name =
+          ti.HasMember("name") && ti["name"].IsString() ? ti["name"].GetString() : m.cfg.data().tokenizer;
       uint64_t v = ti.HasMember("vocab_size") && ti["vocab_size"].IsUint64() ? ti["vocab_size"].GetUint64() : 0;
       log::info("Tokenizer: " + name + " (vocab size " + std::to_string(v) + ")");
     }
@@ -1089,7 +1106,8 @@ int Engine::run() {
       m.restore(*ck, false);
       log::info("Resumed from " + ck->dir.string() + " at step " + std::to_string(m.step));
     }
-    m.emit(ZC_EVENT_SETUP, "{\"run_dir\":" + json_escape(m.run_dir.string()) + ",\"resumed_step\":" + std::to_string(m.step) + "}");
+    m.emit(ZC_EVENT_SETUP,
+           "{\"run_dir\":" + json_escape(m.run_dir.string()) + ",\"resumed_step\":" + std::to_string(m.step) + "}");
     int rc = m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) ? kExitOk : m.train(0);
     if (m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) && rc == kExitOk && m.last_val_json == "{}") {
       // A run resumed from its final checkpoint: evaluate so the summary has numbers.
@@ -1184,7 +1202,8 @@ int Engine::profile(int steps) {
   SignalScope signals(m.opts.install_signal_handlers);
   clear_stop_request();
   try {
-    if (steps < 1) throw RunFailure("--steps: expected an integer >= 1, found " + std::to_string(steps), kExitUsageError);
+    if (steps < 1)
+      throw RunFailure("--steps: expected an integer >= 1, found " + std::to_string(steps), kExitUsageError);
     m.make_registry();
     m.run_dir = fs::path(m.cfg.logging().output_dir) / m.cfg.experiment_name() / "profile";
     std::error_code ec;

@@ -164,7 +164,8 @@ Result run_greedy_or_sample(Decoder& d, Result r, const GenerationOptions& o, in
   std::vector<std::pair<double, int32_t>> scratch;
   for (int32_t i = 0; i < o.max_new_tokens; ++i) {
     double lp = 0;
-    int32_t id = greedy ? argmax(logits.data(), V) : sample(logits.data(), V, o.temperature, o.top_k, o.top_p, &rng, &scratch, &lp);
+    int32_t id = greedy ? argmax(logits.data(), V)
+                        : sample(logits.data(), V, o.temperature, o.top_k, o.top_p, &rng, &scratch, &lp);
     if (greedy) lp = token_logprob(logits.data(), V, id);
     if (id == eos) {
       r.reason = StopReason::kEos;
@@ -360,9 +361,9 @@ Result run_beam(Decoder& d, Result r, const GenerationOptions& o, int32_t eos, i
   r.generated = best.ids;
   r.score = best.score;
   const bool hit_max = static_cast<int32_t>(best.ids.size()) >= o.max_new_tokens;
-  r.reason = hit_max ? StopReason::kMaxNewTokens
+  r.reason = hit_max                                      ? StopReason::kMaxNewTokens
              : (h.should_stop && h.should_stop(best.ids)) ? StopReason::kStopString
-                                                           : StopReason::kEos;
+                                                          : StopReason::kEos;
   if (h.on_token)
     for (int32_t id : r.generated) h.on_token(id);
   return r;
@@ -374,11 +375,12 @@ Result generate(Decoder& model, std::span<const int32_t> prompt, const Generatio
                 int32_t eos_id, int32_t max_seq_len, const Hooks& hooks) {
   validate(opts_in);
   GenerationOptions o = opts_in;
-  if (max_seq_len < 2) throw std::invalid_argument("model.max_seq_len: " + std::to_string(max_seq_len) + " is too small to generate");
+  if (max_seq_len < 2)
+    throw std::invalid_argument("model.max_seq_len: " + std::to_string(max_seq_len) + " is too small to generate");
   if (o.max_new_tokens > max_seq_len - 1) {
     if (hooks.warn)
-      hooks.warn("generation.max_new_tokens: " + std::to_string(o.max_new_tokens) + " clamped to max_seq_len - 1 = " +
-                 std::to_string(max_seq_len - 1));
+      hooks.warn("generation.max_new_tokens: " + std::to_string(o.max_new_tokens) +
+                 " clamped to max_seq_len - 1 = " + std::to_string(max_seq_len - 1));
     o.max_new_tokens = max_seq_len - 1;
   }
   Result r;
@@ -392,7 +394,8 @@ Result generate(Decoder& model, std::span<const int32_t> prompt, const Generatio
   if (r.prompt.size() > room) {
     if (hooks.warn)
       hooks.warn("prompt has " + std::to_string(r.prompt.size()) + " tokens; keeping the last " + std::to_string(room) +
-                 " (max_seq_len " + std::to_string(max_seq_len) + " - max_new_tokens " + std::to_string(o.max_new_tokens) + ")");
+                 " (max_seq_len " + std::to_string(max_seq_len) + " - max_new_tokens " +
+                 std::to_string(o.max_new_tokens) + ")");
     r.prompt.erase(r.prompt.begin(), r.prompt.end() - static_cast<std::ptrdiff_t>(room));
   }
   const int32_t max_len = max_seq_len;

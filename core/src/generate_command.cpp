@@ -59,8 +59,8 @@ struct UsageError : std::runtime_error {
 // on the command line are checked (the config's generation section holds
 // every field, with defaults).
 void check_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
-  const std::string where = c.strategy ? "--strategy " + o.strategy
-                                       : "strategy '" + o.strategy + "' (generation.strategy; set --strategy)";
+  const std::string where =
+      c.strategy ? "--strategy " + o.strategy : "strategy '" + o.strategy + "' (generation.strategy; set --strategy)";
   auto only = [&](bool given, const char* flag, const std::vector<std::string>& users, const char* what) {
     if (!given || std::find(users.begin(), users.end(), o.strategy) != users.end()) return;
     std::string names;
@@ -115,7 +115,8 @@ int run_command(const Command& c, std::ostream& out) {
     o.temperature = c.temperature.value_or(g.temperature);
     o.top_k = c.top_k.value_or(static_cast<int32_t>(g.top_k));
     o.top_p = c.top_p.value_or(g.top_p);
-    o.num_beams = c.num_beams.value_or(static_cast<int32_t>(std::max<int64_t>(g.num_beams, o.strategy == "beam" ? 2 : 1)));
+    o.num_beams =
+        c.num_beams.value_or(static_cast<int32_t>(std::max<int64_t>(g.num_beams, o.strategy == "beam" ? 2 : 1)));
     o.length_penalty = c.length_penalty.value_or(g.length_penalty);
     o.penalty_alpha = c.penalty_alpha.value_or(g.penalty_alpha);
     o.max_new_tokens = c.max_new_tokens.value_or(static_cast<int32_t>(g.max_new_tokens));
@@ -145,9 +146,11 @@ int run_command(const Command& c, std::ostream& out) {
       return a;
     };
     const std::string tok_opts = cfg.section_json("data.tokenizer");
-    StageInstance tokenizer(registry.require(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer"), args(tok_opts, {}));
+    StageInstance tokenizer(registry.require(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer"),
+                            args(tok_opts, {}));
     const std::string model_opts = cfg.section_json("model");
-    StageInstance model(registry.require(ZC_KIND_MODEL, cfg.model().type, "model.type"), args(model_opts, tokenizer.ref()));
+    StageInstance model(registry.require(ZC_KIND_MODEL, cfg.model().type, "model.type"),
+                        args(model_opts, tokenizer.ref()));
     {
       rapidjson::Document st;
       st.Parse(ck->state_json.c_str());
@@ -173,15 +176,14 @@ int run_command(const Command& c, std::ostream& out) {
     check_plugin_call(*tokenizer.component(), "info_json", tt->info_json(tokenizer.get(), &info));
     rapidjson::Document ti;
     ti.Parse(info ? info : "{}");
-    auto id_of = [&](const char* k) {
-      return ti.IsObject() && ti.HasMember(k) && ti[k].IsInt() ? ti[k].GetInt() : -1;
-    };
+    auto id_of = [&](const char* k) { return ti.IsObject() && ti.HasMember(k) && ti[k].IsInt() ? ti[k].GetInt() : -1; };
     const int32_t bos = id_of("bos_id"), eos = id_of("eos_id");
 
     // 4. Encode, generate, decode.
     std::vector<int32_t> ids_buf;
     zc_ids ids = zcode::sdk::ids_into(ids_buf);
-    check_plugin_call(*tokenizer.component(), "encode", tt->encode(tokenizer.get(), c.prompt.data(), c.prompt.size(), 0, &ids));
+    check_plugin_call(*tokenizer.component(), "encode",
+                      tt->encode(tokenizer.get(), c.prompt.data(), c.prompt.size(), 0, &ids));
     ids_buf.resize(ids.size);
     auto decode = [&](std::span<const int32_t> s) {
       std::string text;

@@ -33,9 +33,7 @@ uint64_t splitmix64(uint64_t x) {
   return z ^ (z >> 31);
 }
 
-uint64_t derive_seed(uint64_t seed, std::string_view stream_name) {
-  return splitmix64(fnv1a64(stream_name)) ^ seed;
-}
+uint64_t derive_seed(uint64_t seed, std::string_view stream_name) { return splitmix64(fnv1a64(stream_name)) ^ seed; }
 
 namespace {
 std::atomic<int> g_stop{0};
@@ -63,7 +61,9 @@ zc_status* make_status(zc_status_code code, std::string_view message) {
   }
 }
 
-zc_status_code status_code(const zc_status* status) { return status ? status->code : static_cast<zc_status_code>(ZC_OK); }
+zc_status_code status_code(const zc_status* status) {
+  return status ? status->code : static_cast<zc_status_code>(ZC_OK);
+}
 const char* status_message(const zc_status* status) { return status ? status->message.c_str() : ""; }
 void status_release(zc_status* status) {
   if (!status || status == static_oom()) return;

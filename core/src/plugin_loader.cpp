@@ -6,8 +6,8 @@
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
 
-#include <boost/dll/shared_library.hpp>
 #include <dlfcn.h>
+#include <boost/dll/shared_library.hpp>
 
 #include <cstring>
 #include <fstream>
@@ -20,9 +20,7 @@
 namespace zcode::detail {
 namespace {
 
-std::string version_str(uint32_t major, uint32_t minor) {
-  return std::to_string(major) + "." + std::to_string(minor);
-}
+std::string version_str(uint32_t major, uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
 // Most names and descriptions are short; a bound keeps a corrupt manifest
 // from making us read megabytes of garbage.
@@ -58,7 +56,10 @@ bool is_elf(const std::filesystem::path& path, std::string& error) {
   }
   char magic[4] = {0, 0, 0, 0};
   f.read(magic, 4);
-  if (f.gcount() != 4 || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
+  if (f.gcount() != 4 || std::memcmp(magic,
+                                     "\x7f"
+                                     "ELF",
+                                     4) != 0) {
     error = "not a ZCode plugin (not an ELF shared object)";
     return false;
   }
@@ -131,7 +132,8 @@ void load_into(LoadedFile& out, const std::filesystem::path& path) {
   (void)blas_logged;
   auto lib = std::make_unique<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;
-  lib->load(boost::dll::fs::path(path.string()), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  lib->load(boost::dll::fs::path(path.string()), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local,
+            ec);
   if (ec || !lib->is_loaded()) {
     out.error = classify_dlopen_error(dlopen_reason(path));
     return;
@@ -150,8 +152,8 @@ void load_into(LoadedFile& out, const std::filesystem::path& path) {
   zc_status_code rc = negotiate(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, process_host_services(), &pmaj, &pmin, &m);
   out.info.abi_major = pmaj;
   out.info.abi_minor = pmin;
-  const std::string both = "plugin " + version_str(pmaj, pmin) + ", host " +
-                           version_str(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR);
+  const std::string both =
+      "plugin " + version_str(pmaj, pmin) + ", host " + version_str(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR);
   if (pmaj != ZC_ABI_VERSION_MAJOR) {
     out.error = "ABI major mismatch: " + both;
     return;

@@ -48,7 +48,8 @@ void check_local(const std::string& where, const std::string& value, const std::
   std::error_code ec;
   if (has_glob(value)) {
     if (!glob_matches(value))
-      errors.push_back({where, "no file matches '" + value + "' (relative patterns are relative to the current folder, " +
+      errors.push_back({where, "no file matches '" + value +
+                                   "' (relative patterns are relative to the current folder, " +
                                    fs::current_path(ec).string() + ")"});
     return;
   }
@@ -61,7 +62,8 @@ std::string path_not_found_message(const std::string& path, const std::string& c
   std::error_code ec;
   const fs::path p(path);
   const fs::path cwd = fs::current_path(ec);
-  std::string msg = "'" + path + "' not found: looked for " + (p.is_absolute() ? p : cwd / p).lexically_normal().string();
+  std::string msg =
+      "'" + path + "' not found: looked for " + (p.is_absolute() ? p : cwd / p).lexically_normal().string();
   if (p.is_relative()) {
     msg += " (relative paths are relative to the current folder, " + cwd.string() + ")";
     if (!config_origin.empty()) {
@@ -91,8 +93,9 @@ std::vector<ConfigError> check_environment(const HarnessConfig& cfg, const Envir
       std::error_code ec;
       if (auto scheme = url_scheme(d.train_path); !scheme && !fs::is_directory(d.train_path, ec))
         errors.push_back({"data.train_path", fs::exists(d.train_path, ec)
-                                                 ? "'" + d.train_path + "' is not a folder (data.train_shard_pattern "
-                                                   "names files inside it)"
+                                                 ? "'" + d.train_path +
+                                                       "' is not a folder (data.train_shard_pattern "
+                                                       "names files inside it)"
                                                  : path_not_found_message(d.train_path, cfg_file)});
       else check_local("data.train_path", d.train_path, cfg_file, "the data loader", errors);
     } else {
@@ -213,8 +216,8 @@ std::string MemoryEstimate::describe() const {
   return s;
 }
 
-MemoryEstimate estimate_run_memory(const Component& model, const zc_create_args& model_args,
-                                   const Component* optimizer, zc_create_args optimizer_args) {
+MemoryEstimate estimate_run_memory(const Component& model, const zc_create_args& model_args, const Component* optimizer,
+                                   zc_create_args optimizer_args) {
   MemoryEstimate est;
   ShapeOnlyModel shapes;
   const auto* mt = model.as<zc_model_table>();
@@ -237,7 +240,8 @@ MemoryEstimate estimate_run_memory(const Component& model, const zc_create_args&
   if (!optimizer) return est;
   const auto* ot = optimizer->as<zc_optimizer_table>();
   if (!ZC_TABLE_HAS_SLOT(ot, zc_optimizer_table, estimate_memory)) {
-    est.unknown.push_back("optimizer state: " + optimizer->label() + " has no estimate_memory (built for ABI 1.2 or older)");
+    est.unknown.push_back("optimizer state: " + optimizer->label() +
+                          " has no estimate_memory (built for ABI 1.2 or older)");
   } else if (!model_known) {
     est.unknown.push_back("optimizer state: needs the model's parameter list, which the model did not give");
   } else {
@@ -246,8 +250,7 @@ MemoryEstimate estimate_run_memory(const Component& model, const zc_create_args&
     m.struct_size = sizeof m;
     if (call_estimate(*optimizer, ot->estimate_memory(&optimizer_args, &m)))
       est.optimizer_state = m.optimizer_state_bytes;
-    else
-      est.unknown.push_back("optimizer state: " + optimizer->label() + " does not estimate its memory");
+    else est.unknown.push_back("optimizer state: " + optimizer->label() + " does not estimate its memory");
   }
   return est;
 }

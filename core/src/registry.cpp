@@ -9,9 +9,9 @@
 
 #include "plugin_loader.h"
 
-#include <boost/dll/runtime_symbol_info.hpp>
 #include <rapidjson/document.h>
 #include <sys/stat.h>
+#include <boost/dll/runtime_symbol_info.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -76,7 +76,7 @@ fs::path default_plugin_dir() {
 namespace {
 
 bool world_writable(const fs::path& p) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(p.c_str(), &st) != 0) return false;
   return (st.st_mode & S_IWOTH) != 0;
 }
@@ -101,7 +101,8 @@ std::optional<std::vector<IndexEntry>> read_index(const fs::path& plugin) {
   rapidjson::Document d;
   const bool parsed = sdk::json::parse(d, ss.str()).ok();  // a file on disk: bounded (zcode/sdk/json.h)
   if (!parsed || !d.IsObject() || !d.HasMember("components") || !d["components"].IsArray()) {
-    log::warn(idx.string() + ": not a valid plugin index (ignored; the plugin is loaded only when a name is not found elsewhere)");
+    log::warn(idx.string() +
+              ": not a valid plugin index (ignored; the plugin is loaded only when a name is not found elsewhere)");
     return std::nullopt;
   }
   std::vector<IndexEntry> out;
@@ -136,7 +137,7 @@ struct Registry::Impl {
   std::vector<SearchDir> dirs;
   mutable std::mutex mu;
   mutable bool listed = false;
-  mutable std::vector<Candidate> candidates;  // search order
+  mutable std::vector<Candidate> candidates;                        // search order
   mutable std::map<std::string, const detail::LoadedFile*> loaded;  // by path string
   mutable std::vector<std::string> problems;
   mutable std::set<std::string> reported;  // problem lines already logged
@@ -304,8 +305,10 @@ Registry::Registry(PluginSearchOptions options) : impl_(std::make_unique<Impl>()
       if (fs::exists(d.path, ec)) {
         // Most likely the plugin file itself: name the folder to give instead.
         const fs::path parent = d.path.has_parent_path() ? d.path.parent_path() : fs::path(".");
-        const std::string line = d.path.string() + " (" + d.origin + "): is a file, not a plugin folder; give the "
-                                 "folder that holds plugin files (" + parent.string() + ")";
+        const std::string line = d.path.string() + " (" + d.origin +
+                                 "): is a file, not a plugin folder; give the "
+                                 "folder that holds plugin files (" +
+                                 parent.string() + ")";
         if (explicit_dir) impl_->problem(line);
         else log::warn(line + "; skipped");
         continue;

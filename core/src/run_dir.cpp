@@ -70,7 +70,8 @@ bool metrics_without_training(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   rapidjson::Document d;
-  d.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(text.c_str());  // iterative: no recursion on deep nesting
+  d.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag>(
+      text.c_str());  // iterative: no recursion on deep nesting
   if (d.HasParseError() || !d.IsObject()) return false;
   auto h = d.FindMember("history");
   if (h == d.MemberEnd() || !h->value.IsObject()) return false;
@@ -142,29 +143,46 @@ std::string environment_json(int num_threads) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
-  w.Key("zcode_version"); w.String(ZCODE_VERSION_STRING);
-  w.Key("git_commit"); w.String(ZCODE_GIT_COMMIT);
-  w.Key("abi_version"); w.String((std::to_string(ZC_ABI_VERSION_MAJOR) + "." + std::to_string(ZC_ABI_VERSION_MINOR)).c_str());
-  w.Key("build_type"); w.String(ZCODE_BUILD_TYPE);
-  w.Key("compiler"); w.String(ZCODE_CXX_COMPILER);
+  w.Key("zcode_version");
+  w.String(ZCODE_VERSION_STRING);
+  w.Key("git_commit");
+  w.String(ZCODE_GIT_COMMIT);
+  w.Key("abi_version");
+  w.String((std::to_string(ZC_ABI_VERSION_MAJOR) + "." + std::to_string(ZC_ABI_VERSION_MINOR)).c_str());
+  w.Key("build_type");
+  w.String(ZCODE_BUILD_TYPE);
+  w.Key("compiler");
+  w.String(ZCODE_CXX_COMPILER);
   w.Key("dependencies");
   w.StartObject();
-  w.Key("boost"); w.String(ZCODE_BOOST_VERSION);
-  w.Key("yaml-cpp"); w.String(ZCODE_YAML_CPP_VERSION);
-  w.Key("rapidjson"); w.String(ZCODE_RAPIDJSON_VERSION);
-  w.Key("openblas"); w.String(ZCODE_OPENBLAS_VERSION);
-  w.Key("sentencepiece"); w.String(ZCODE_SENTENCEPIECE_VERSION);
-  w.Key("zstd"); w.String(ZCODE_ZSTD_VERSION);
-  w.Key("openssl"); w.String(ZCODE_OPENSSL_VERSION);
+  w.Key("boost");
+  w.String(ZCODE_BOOST_VERSION);
+  w.Key("yaml-cpp");
+  w.String(ZCODE_YAML_CPP_VERSION);
+  w.Key("rapidjson");
+  w.String(ZCODE_RAPIDJSON_VERSION);
+  w.Key("openblas");
+  w.String(ZCODE_OPENBLAS_VERSION);
+  w.Key("sentencepiece");
+  w.String(ZCODE_SENTENCEPIECE_VERSION);
+  w.Key("zstd");
+  w.String(ZCODE_ZSTD_VERSION);
+  w.Key("openssl");
+  w.String(ZCODE_OPENSSL_VERSION);
   w.EndObject();
   struct utsname u {};
   if (::uname(&u) == 0) {
-    w.Key("os"); w.String((std::string(u.sysname) + " " + u.release + " " + u.machine).c_str());
-    w.Key("hostname"); w.String(u.nodename);
+    w.Key("os");
+    w.String((std::string(u.sysname) + " " + u.release + " " + u.machine).c_str());
+    w.Key("hostname");
+    w.String(u.nodename);
   }
-  w.Key("cpu_model"); w.String(cpu_model().c_str());
-  w.Key("logical_cores"); w.Uint(std::thread::hardware_concurrency());
-  w.Key("num_threads"); w.Int(num_threads);
+  w.Key("cpu_model");
+  w.String(cpu_model().c_str());
+  w.Key("logical_cores");
+  w.Uint(std::thread::hardware_concurrency());
+  w.Key("num_threads");
+  w.Int(num_threads);
   w.EndObject();
   return sb.GetString();
 }

@@ -40,8 +40,7 @@ size_t edit_distance(std::string_view a_in, std::string_view b_in) {
   return d[n][m];
 }
 
-std::optional<std::string> did_you_mean(std::string_view input,
-                                        const std::vector<std::string>& candidates) {
+std::optional<std::string> did_you_mean(std::string_view input, const std::vector<std::string>& candidates) {
   const std::string in = fold(input);
   if (in.empty()) return std::nullopt;
   const size_t limit = in.size() <= 3 ? 1 : 2;

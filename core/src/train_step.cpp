@@ -173,7 +173,8 @@ NonfiniteGuard::Action NonfiniteGuard::check(uint64_t step, double loss, double 
   }
   ++consecutive_;
   ++total_;
-  const std::string what = !std::isfinite(loss) ? "loss " + std::to_string(loss) : "gradient norm " + std::to_string(norm);
+  const std::string what =
+      !std::isfinite(loss) ? "loss " + std::to_string(loss) : "gradient norm " + std::to_string(norm);
   if (consecutive_ >= max_consecutive_) {
     message_ = "step " + std::to_string(step) + ": non-finite " + what + " for " + std::to_string(consecutive_) +
                " consecutive steps (training.max_consecutive_nonfinite = " + std::to_string(max_consecutive_) +

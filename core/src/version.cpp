@@ -20,10 +20,8 @@ std::string version_text() {
   o << "build type " << ZCODE_BUILD_TYPE << (ZCODE_SANITIZE_BUILD ? " (asan+ubsan)" : "") << ", " << ZCODE_CXX_COMPILER
     << "\n";
   o << "backends: cpu (fp32, OpenBLAS)";
-  if (ZCODE_HAVE_CUDA_TOOLKIT)
-    o << "; CUDA toolkit found at build time, but the CUDA kernels are not implemented yet";
-  else
-    o << "; cuda: no CUDA toolkit found at build time (the CUDA kernels are not implemented yet)";
+  if (ZCODE_HAVE_CUDA_TOOLKIT) o << "; CUDA toolkit found at build time, but the CUDA kernels are not implemented yet";
+  else o << "; cuda: no CUDA toolkit found at build time (the CUDA kernels are not implemented yet)";
   o << "\n";
   o << "dependencies:\n";
   dep("boost", ZCODE_BOOST_VERSION);

@@ -5,10 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cstdlib>
+#include <string>
 
 namespace {
 
@@ -54,8 +54,10 @@ TEST(BlasEnv, UnsetChoosesFromCpuFlags) {
       break;
     }
   std::fclose(f);
-  auto has = [&](const char* x) { return flags.find(std::string(" ") + x + " ") != std::string::npos ||
-                                         flags.find(std::string(" ") + x + "\n") != std::string::npos; };
+  auto has = [&](const char* x) {
+    return flags.find(std::string(" ") + x + " ") != std::string::npos ||
+           flags.find(std::string(" ") + x + "\n") != std::string::npos;
+  };
   std::string expect;
   if (has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl")) expect = "SkylakeX";
   else if (has("avx2") && has("fma")) expect = "Haswell";

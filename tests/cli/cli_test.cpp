@@ -127,11 +127,12 @@ TEST(Cli, PluginsListShowsEveryComponent) {
   // Columns are padded to the widest cell; expected widths counted by hand:
   // NAME 16 ("fake_fail_create"), KIND 9 ("scheduler"), VERSION 7.
   ASSERT_EQ(abi.size(), 3u);  // "1.1": the ABI column is as wide as its header
-  const std::string expected = "NAME              KIND       VERSION  ABI  FILE\n"
-                               "fake_echo         callback   1.2.3    " + abi + "  " + f + "\n" +
-                               "fake_fail_create  callback   1.2.3    " + abi + "  " + f + "\n" +
-                               "fake_throw        callback   1.2.3    " + abi + "  " + f + "\n" +
-                               "fake_half         scheduler  1.2.3    " + abi + "  " + f + "\n";
+  const std::string expected =
+      "NAME              KIND       VERSION  ABI  FILE\n"
+      "fake_echo         callback   1.2.3    " +
+      abi + "  " + f + "\n" + "fake_fail_create  callback   1.2.3    " + abi + "  " + f + "\n" +
+      "fake_throw        callback   1.2.3    " + abi + "  " + f + "\n" + "fake_half         scheduler  1.2.3    " +
+      abi + "  " + f + "\n";
   EXPECT_EQ(r.out, expected);
 }
 
@@ -140,8 +141,8 @@ TEST(Cli, PluginsListReportsABadPluginAndExitsOne) {
   fs::copy_file(fs::path(ZCODE_TEST_FAKES_DIR) / "libzcode_fake_major.so", d.path / "libzcode_fake_major.so");
   Result r = host("plugins list --no-bundled-plugins --plugin-path " + d.path.string());
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(contains(r.err, "[ERROR] " + (d.path / "libzcode_fake_major.so").string() +
-                                  ": ABI major mismatch: plugin 2.0, host 1."))
+  EXPECT_TRUE(contains(
+      r.err, "[ERROR] " + (d.path / "libzcode_fake_major.so").string() + ": ABI major mismatch: plugin 2.0, host 1."))
       << r.err;
 }
 
@@ -187,7 +188,8 @@ TEST(Cli, PluginsShowSuggestsTheClosestName) {
   fs::copy_file(fs::path(ZCODE_TEST_FAKES_DIR) / "libzcode_fake_good.so", d.path / "libzcode_fake_good.so");
   Result r = host("plugins show fake_ecoh --no-bundled-plugins --plugin-path " + d.path.string());
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(contains(r.err, "no component named 'fake_ecoh' on the plugin path (did you mean 'fake_echo'?)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "no component named 'fake_ecoh' on the plugin path (did you mean 'fake_echo'?)"))
+      << r.err;
 }
 
 TEST(Cli, APluginPathThatIsAFileIsNamedAsSuch) {
@@ -196,8 +198,11 @@ TEST(Cli, APluginPathThatIsAFileIsNamedAsSuch) {
   fs::copy_file(fs::path(ZCODE_TEST_FAKES_DIR) / "libzcode_fake_good.so", so);
   Result r = host("plugins list --no-bundled-plugins --plugin-path " + so.string());
   EXPECT_EQ(r.code, 1);  // before: a warning "no such plugin folder; skipped", exit 0
-  EXPECT_TRUE(contains(r.err, so.string() + " (--plugin-path): is a file, not a plugin folder; give the folder that "
-                                            "holds plugin files (" + d.path.string() + ")")) << r.err;
+  EXPECT_TRUE(contains(r.err, so.string() +
+                                  " (--plugin-path): is a file, not a plugin folder; give the folder that "
+                                  "holds plugin files (" +
+                                  d.path.string() + ")"))
+      << r.err;
 }
 
 /// A run's files in a temporary folder: a nano config whose data exists.
@@ -239,8 +244,10 @@ TEST(Cli, ValidatePrintsTheMemoryEstimateAndRefusesWhatCannotFit) {
   EXPECT_EQ(r.code, 2);
   EXPECT_FALSE(contains(r.out, "config OK"));
   EXPECT_TRUE(contains(r.err, "data.batch_size: the run needs about parameters ")) << r.err;
-  EXPECT_TRUE(contains(r.err, "lower data.batch_size (raise training.gradient_accumulation to keep the tokens per "
-                              "step) or model.max_seq_len")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "lower data.batch_size (raise training.gradient_accumulation to keep the tokens per "
+                       "step) or model.max_seq_len"))
+      << r.err;
   // run refuses the same before it creates the run folder.
   r = host("run " + f.config.string() + " --set data.batch_size=1000000");
   EXPECT_EQ(r.code, 2);
@@ -273,8 +280,10 @@ TEST(Cli, ValidateNamesTheRealProblem) {
   RunFiles f;
   Result r = host("validate " + f.config.string() + " --set optimizer.name=lion");
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(contains(r.err, "optimizer.name: no optimizer plugin named 'lion' on the plugin path (available: "
-                              "adafactor, adamw, lamb, sgd, sophia, zerosum_sgd)")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "optimizer.name: no optimizer plugin named 'lion' on the plugin path (available: "
+                       "adafactor, adamw, lamb, sgd, sophia, zerosum_sgd)"))
+      << r.err;
   r = host("plugins show adamW2");  // the bundled optimizers
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.err, "no component named 'adamW2' on the plugin path (did you mean 'adamw'?)")) << r.err;

@@ -8,11 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace {
 
@@ -130,8 +130,9 @@ TEST(Bounds, InvalidUtf8IsRefusedWhereItIs) {
             std::string::npos)
       << load_error(nul_key, "k.yaml");
   // The same in JSON, where the NUL or the lone surrogate comes from a \u escape.
-  EXPECT_EQ(load_error(R"({"data": {"nam\u0000x": 1}})", "k.json"),
-            "k.json: invalid UTF-8 or a NUL byte (after \\u escapes) in a value or key at data; a config is UTF-8 text");
+  EXPECT_EQ(
+      load_error(R"({"data": {"nam\u0000x": 1}})", "k.json"),
+      "k.json: invalid UTF-8 or a NUL byte (after \\u escapes) in a value or key at data; a config is UTF-8 text");
   EXPECT_EQ(load_error(R"({"data": {"tokenizer": "a\u0000"}})", "s.json"),
             "s.json: invalid UTF-8 or a NUL byte (after \\u escapes) in a value or key at data.tokenizer; a config is "
             "UTF-8 text");
@@ -146,7 +147,8 @@ namespace {
 // Found by scripts/fuzz-long.sh: a key holding '[' made the error sorter's
 // std::stoul throw std::invalid_argument out of validate (a crash in the host).
 TEST(Bounds, KeyWithABracketIsAnErrorNotACrash) {
-  zcode::HarnessConfig cfg = zcode::HarnessConfig::from_string("training:\n  \"x[a\": 1\n  \"y[\": 2\n  max_steps: -1\n", "b.yaml");
+  zcode::HarnessConfig cfg =
+      zcode::HarnessConfig::from_string("training:\n  \"x[a\": 1\n  \"y[\": 2\n  max_steps: -1\n", "b.yaml");
   try {
     cfg.validate(nullptr);
     ADD_FAILURE() << "an unknown key was accepted";

@@ -86,15 +86,16 @@ TEST(Messages, AFolderGivenAsTheConfigSaysSo) {
     HarnessConfig::from_file(d.path.string());
     FAIL();
   } catch (const zcode::ConfigLoadError& e) {
-    EXPECT_EQ(std::string(e.what()), d.path.string() + ": is a folder, expected a config file (YAML or JSON) (did you "
-                                     "mean " + (d.path / "config.yaml").string() + "?)");
+    EXPECT_EQ(std::string(e.what()), d.path.string() +
+                                         ": is a folder, expected a config file (YAML or JSON) (did you "
+                                         "mean " +
+                                         (d.path / "config.yaml").string() + "?)");
   }
 }
 
 TEST(Messages, OnlyTheRootCauseOfABadExpertCount) {
   // Before: also "model.moe_top_k: 2 exceeds model.moe_experts (-2)".
-  EXPECT_EQ(errs("model:\n  moe_experts: -2\n"),
-            (Lines{"model.moe_experts: expected an integer >= 1, found -2"}));
+  EXPECT_EQ(errs("model:\n  moe_experts: -2\n"), (Lines{"model.moe_experts: expected an integer >= 1, found -2"}));
   EXPECT_EQ(errs("model:\n  n_layers: 0\n  first_dense_layers: 1\n"),
             (Lines{"model.n_layers: expected an integer >= 1, found 0"}));
 }
@@ -150,16 +151,24 @@ TEST(Environment, MissingPathsSayWhereTheyLooked) {
   in_dir(d.path, [&] {
     const std::string cwd = fs::current_path().string();
     HarnessConfig c = validated("data:\n  train_path: data/train.jsonl\n  val_path: data/val.jsonl\n", cfg.string());
-    EXPECT_EQ(env_errors(c),
-              (Lines{"data.train_path: 'data/train.jsonl' not found: looked for " + cwd + "/data/train.jsonl "
-                     "(relative paths are relative to the current folder, " + cwd + "); it exists beside the "
-                     "config file, as " + (d.path / "cfg/data/train.jsonl").string() + ": give that path, or run "
-                     "from " + (d.path / "cfg").string(),
-                     "data.val_path: 'data/val.jsonl' not found: looked for " + cwd + "/data/val.jsonl "
-                     "(relative paths are relative to the current folder, " + cwd + ")"}));
+    EXPECT_EQ(env_errors(c), (Lines{"data.train_path: 'data/train.jsonl' not found: looked for " + cwd +
+                                        "/data/train.jsonl "
+                                        "(relative paths are relative to the current folder, " +
+                                        cwd +
+                                        "); it exists beside the "
+                                        "config file, as " +
+                                        (d.path / "cfg/data/train.jsonl").string() +
+                                        ": give that path, or run "
+                                        "from " +
+                                        (d.path / "cfg").string(),
+                                    "data.val_path: 'data/val.jsonl' not found: looked for " + cwd +
+                                        "/data/val.jsonl "
+                                        "(relative paths are relative to the current folder, " +
+                                        cwd + ")"}));
     EXPECT_EQ(env_errors(validated("data:\n  train_path: 'nothing/*.jsonl'\n  val_fraction: 0.1\n")),
               (Lines{"data.train_path: no file matches 'nothing/*.jsonl' (relative patterns are relative to the "
-                     "current folder, " + cwd + ")"}));
+                     "current folder, " +
+                     cwd + ")"}));
   });
 }
 
@@ -178,9 +187,10 @@ TEST(Environment, EvaluationNeedsAValidationSplit) {
   TempDir d;
   d.write("t.jsonl", "{}\n");
   in_dir(d.path, [&] {
-    const std::string need = "data.val_path: not set and data.val_fraction is 0, so there is no validation split, "
-                             "which evaluation (every training.eval_every steps and at the end of the run) reads; "
-                             "set data.val_path, or data.val_fraction (e.g. 0.05), or evaluation.split: train";
+    const std::string need =
+        "data.val_path: not set and data.val_fraction is 0, so there is no validation split, "
+        "which evaluation (every training.eval_every steps and at the end of the run) reads; "
+        "set data.val_path, or data.val_fraction (e.g. 0.05), or evaluation.split: train";
     EXPECT_EQ(env_errors(validated("data:\n  train_path: t.jsonl\n")), (Lines{need}));
     EXPECT_EQ(env_errors(validated("data:\n  train_path: t.jsonl\nevaluation:\n  split: train\n")), Lines{});
   });

@@ -10,12 +10,12 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace zcode {
@@ -130,15 +130,16 @@ Lines callback_options(const HarnessConfig& c) {
 
 TEST(Callbacks, ListAddsToTheDefaults) {
   HarnessConfig c = valid("callbacks:\n  - {type: early_stopping, patience: 2}\n");
-  EXPECT_EQ(callback_options(c), (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})", R"({"type":"checkpoint"})",
-                                        R"({"type":"model_card"})", R"({"type":"early_stopping","patience":2})"}));
+  EXPECT_EQ(callback_options(c),
+            (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})", R"({"type":"checkpoint"})",
+                   R"({"type":"model_card"})", R"({"type":"early_stopping","patience":2})"}));
 }
 
 TEST(Callbacks, DefaultTypeConfiguresThatOneInPlace) {
   HarnessConfig c = valid("callbacks:\n  - {type: debugger}\n  - {type: Checkpoint, every: 50}\n");
-  EXPECT_EQ(callback_options(c), (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})",
-                                        R"({"type":"Checkpoint","every":50})", R"({"type":"model_card"})",
-                                        R"({"type":"debugger"})"}));
+  EXPECT_EQ(callback_options(c),
+            (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})", R"({"type":"Checkpoint","every":50})",
+                   R"({"type":"model_card"})", R"({"type":"debugger"})"}));
   EXPECT_EQ(c.callbacks()[2].type, "checkpoint");
 }
 
@@ -379,8 +380,7 @@ TEST(Validate, Enums) {
   EXPECT_EQ(errs("training:\n  precision: fp64\n"),
             (Lines{"training.precision: 'fp64' is not one of fp32, fp16, bf16, fp8 (did you mean 'fp32'?)"}));
   EXPECT_EQ(errs("  on_bad_record: ignore\n"), (Lines{"data.on_bad_record: 'ignore' is not one of error, skip"}));
-  EXPECT_EQ(errs("generation:\n  strategy: 3\n"),
-            (Lines{"generation.strategy: expected a string, found number 3"}));
+  EXPECT_EQ(errs("generation:\n  strategy: 3\n"), (Lines{"generation.strategy: expected a string, found number 3"}));
 }
 
 TEST(Validate, LogLevelIsCaseInsensitiveWithWarnAlias) {
@@ -396,10 +396,8 @@ TEST(Validate, Ranges) {
   EXPECT_EQ(errs("optimizer:\n  lr: 0\n"), (Lines{"optimizer.lr: expected a number > 0, found 0"}));
   EXPECT_EQ(errs("optimizer:\n  lr: -1e-3\n"), (Lines{"optimizer.lr: expected a number > 0, found -0.001"}));
   EXPECT_EQ(errs("  batch_size: 0\n"), (Lines{"data.batch_size: expected an integer >= 1, found 0"}));
-  EXPECT_EQ(errs("  val_fraction: 1\n"),
-            (Lines{"data.val_fraction: expected a number >= 0 and < 1, found 1"}));
-  EXPECT_EQ(errs("  val_fraction: -0.1\n"),
-            (Lines{"data.val_fraction: expected a number >= 0 and < 1, found -0.1"}));
+  EXPECT_EQ(errs("  val_fraction: 1\n"), (Lines{"data.val_fraction: expected a number >= 0 and < 1, found 1"}));
+  EXPECT_EQ(errs("  val_fraction: -0.1\n"), (Lines{"data.val_fraction: expected a number >= 0 and < 1, found -0.1"}));
   EXPECT_EQ(errs("optimizer:\n  betas: [0.9, 1.0]\n"),
             (Lines{"optimizer.betas[1]: expected a number >= 0 and < 1, found 1"}));
   EXPECT_EQ(errs("optimizer:\n  betas: [0.9, 0.95, 0.99]\n"),
@@ -411,8 +409,7 @@ TEST(Validate, Ranges) {
   EXPECT_EQ(valid("evaluation:\n  max_batches: 16\n").evaluation().max_batches, 16);
   EXPECT_EQ(errs("training:\n  max_consecutive_nonfinite: 0\n"),
             (Lines{"training.max_consecutive_nonfinite: expected an integer >= 1, found 0"}));
-  EXPECT_EQ(errs("generation:\n  top_p: 0\n"),
-            (Lines{"generation.top_p: expected a number > 0 and <= 1, found 0"}));
+  EXPECT_EQ(errs("generation:\n  top_p: 0\n"), (Lines{"generation.top_p: expected a number > 0 and <= 1, found 0"}));
   EXPECT_EQ(errs("seed: -1\n"), (Lines{"seed: expected an integer >= 0 and <= 18446744073709551615, found -1"}));
   EXPECT_EQ(errs("  text_field: \"\"\n"), (Lines{"data.text_field: expected a non-empty string, found string ''"}));
 }
@@ -427,8 +424,7 @@ TEST(Validate, PatternWithOwnWording) {
 }
 
 TEST(Validate, UnknownKeysWithHints) {
-  EXPECT_EQ(errs("training:\n  max_step: 10\n"),
-            (Lines{"training.max_step: unknown key (did you mean 'max_steps'?)"}));
+  EXPECT_EQ(errs("training:\n  max_step: 10\n"), (Lines{"training.max_step: unknown key (did you mean 'max_steps'?)"}));
   EXPECT_EQ(errs("optimzer:\n  lr: 1\n"), (Lines{"optimzer: unknown key (did you mean 'optimizer'?)"}));
   EXPECT_EQ(errs("training:\n  lr: 1\n"), (Lines{"training.lr: unknown key (did you mean 'optimizer.lr'?)"}));
   EXPECT_EQ(errs("generation:\n  contrastive: true\n"),
@@ -484,7 +480,8 @@ TEST(Validate, CrossFieldRules) {
 }
 
 TEST(Validate, WsdDecayDefaultsToTheRest) {
-  HarnessConfig c = valid("scheduler:\n  type: wsd\n  warmup_steps: 10\n  stable_steps: 60\ntraining:\n  max_steps: 100\n");
+  HarnessConfig c =
+      valid("scheduler:\n  type: wsd\n  warmup_steps: 10\n  stable_steps: 60\ntraining:\n  max_steps: 100\n");
   EXPECT_EQ(c.scheduler().decay_steps, 30);
   EXPECT_EQ(parse(c.section_json("scheduler"))["decay_steps"].GetInt(), 30);
 }
@@ -538,8 +535,8 @@ TEST(Validate, EveryErrorCollectedInDocumentOrder) {
 TEST(Overrides, AppliedBeforeValidationAndRecorded) {
   HarnessConfig c = HarnessConfig::from_string("data:\n  train_path: t.jsonl\n  batch_size: 0\n", "o.yaml");
   EXPECT_EQ(c.check().size(), 1u);
-  c.apply_overrides({"data.batch_size=4", "optimizer.betas=[0.9,0.95]", "optimizer.lr=1e-3",
-                     "model.type=GLM5pt2", "callbacks[0].type=console", "callbacks.0.every=5"});
+  c.apply_overrides({"data.batch_size=4", "optimizer.betas=[0.9,0.95]", "optimizer.lr=1e-3", "model.type=GLM5pt2",
+                     "callbacks[0].type=console", "callbacks.0.every=5"});
   c.validate();
   EXPECT_EQ(c.data().batch_size, 4);
   EXPECT_EQ(c.optimizer().betas[0], 0.9);
@@ -549,8 +546,8 @@ TEST(Overrides, AppliedBeforeValidationAndRecorded) {
   // configures the default console in its place, the other three stay.
   ASSERT_EQ(c.callbacks().size(), 4u);
   EXPECT_EQ(c.callbacks()[0].options_json, "{\"type\":\"console\",\"every\":5}");
-  const Lines recorded{"data.batch_size=4", "optimizer.betas=[0.9,0.95]", "optimizer.lr=1e-3",
-                       "model.type=GLM5pt2", "callbacks[0].type=console", "callbacks.0.every=5"};
+  const Lines recorded{"data.batch_size=4",  "optimizer.betas=[0.9,0.95]", "optimizer.lr=1e-3",
+                       "model.type=GLM5pt2", "callbacks[0].type=console",  "callbacks.0.every=5"};
   EXPECT_EQ(c.overrides(), recorded);
   auto doc = parse(c.to_json());
   ASSERT_TRUE(doc["overrides"].IsArray());
@@ -563,20 +560,19 @@ TEST(Overrides, ValuesAreValidatedLikeTheFile) {
   c.apply_overrides({"logging.console_log_level=off", "optimizer.lr=fast"});
   // Document order: the --set created `logging` before `optimizer`.
   EXPECT_EQ(c.check(),
-            (std::vector<ConfigError>{
-                {"logging.console_log_level",
-                 "found boolean-like YAML 1.1 value 'off'; quote it if you mean the string"},
-                {"optimizer.lr", "expected a number, found string 'fast'"}}));
+            (std::vector<ConfigError>{{"logging.console_log_level",
+                                       "found boolean-like YAML 1.1 value 'off'; quote it if you mean the string"},
+                                      {"optimizer.lr", "expected a number, found string 'fast'"}}));
   c.apply_overrides({"logging.console_log_level='off'", "optimizer.lr=2e-4"});
-  EXPECT_EQ(c.check(), (std::vector<ConfigError>{{"logging.console_log_level",
-                                                   "'off' is not one of TRACE, DEBUG, INFO, WARNING, ERROR"}}));
+  EXPECT_EQ(c.check(), (std::vector<ConfigError>{
+                           {"logging.console_log_level", "'off' is not one of TRACE, DEBUG, INFO, WARNING, ERROR"}}));
 }
 
 TEST(Overrides, BadEntriesAreAllReportedAndNothingIsApplied) {
   HarnessConfig c = HarnessConfig::from_string(kBase, "o.yaml");
   try {
-    c.apply_overrides({"seed=5", "optimzer.lr=1", "training.max_step=3", "novalue", "seed.x=1",
-                       "optimizer.betas=[0.9", "callbacks[7].type=x"});
+    c.apply_overrides({"seed=5", "optimzer.lr=1", "training.max_step=3", "novalue", "seed.x=1", "optimizer.betas=[0.9",
+                       "callbacks[7].type=x"});
     FAIL() << "accepted";
   } catch (const zcode::ConfigValidationError& e) {
     ASSERT_EQ(e.errors().size(), 6u) << e.what();
@@ -707,8 +703,9 @@ TEST(PluginSchemas, MissingComponentsAreErrorsWithHints) {
   EXPECT_EQ(errs("scheduler:\n  type: cosine\n", &p),
             (Lines{"scheduler.type: no scheduler plugin named 'cosine' on the plugin path (did you mean "
                    "'cosine_with_warmup'?)"}));
-  EXPECT_EQ(errs("evaluation:\n  plugins: [lm, fact_checker]\n", &p),
-            (Lines{"evaluation.plugins[1]: no evaluator plugin named 'fact_checker' on the plugin path (available: lm)"}));
+  EXPECT_EQ(
+      errs("evaluation:\n  plugins: [lm, fact_checker]\n", &p),
+      (Lines{"evaluation.plugins[1]: no evaluator plugin named 'fact_checker' on the plugin path (available: lm)"}));
   EXPECT_EQ(errs("callbacks:\n  - type: console\n  - type: early_stoping\n", &p),
             (Lines{"callbacks[1].type: no callback plugin named 'early_stoping' on the plugin path (available: "
                    "checkpoint, console, metrics_json, model_card)"}));
@@ -742,11 +739,11 @@ TEST(PluginSchemas, OptionErrorsInOurWording) {
 
 TEST(PluginSchemas, WrongShapesNeverCrash) {
   FakeProvider p = standard_provider();
-  EXPECT_EQ(errs("model: 5\noptimizer: []\ncallbacks: {type: console}\nscheduler: null\nevaluation:\n  plugins: [3]\n", &p),
-            (Lines{"model: expected a mapping, found number 5", "optimizer: expected a mapping, found a list []",
-                   "callbacks: expected a list, found a mapping {\"type\":\"console\"}",
-                   "scheduler: expected a mapping, found null",
-                   "evaluation.plugins[0]: expected a string, found number 3"}));
+  EXPECT_EQ(
+      errs("model: 5\noptimizer: []\ncallbacks: {type: console}\nscheduler: null\nevaluation:\n  plugins: [3]\n", &p),
+      (Lines{"model: expected a mapping, found number 5", "optimizer: expected a mapping, found a list []",
+             "callbacks: expected a list, found a mapping {\"type\":\"console\"}",
+             "scheduler: expected a mapping, found null", "evaluation.plugins[0]: expected a string, found number 3"}));
   EXPECT_EQ(errors_of("data: x\n", &p), (Lines{"data: expected a mapping, found string 'x'"}));
   EXPECT_EQ(errors_of("", &p), (Lines{"data: missing required key"}));
 }

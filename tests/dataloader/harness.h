@@ -83,7 +83,7 @@ struct TokOptions {
   int32_t offset = 4;
   uint64_t vocab = 260;
   std::string fail_on;
-  uint64_t gap_from = 0;  // > 0: ids in [gap_from, vocab) are unassigned (decode fails as the real tokenizers do)
+  uint64_t gap_from = 0;      // > 0: ids in [gap_from, vocab) are unassigned (decode fails as the real tokenizers do)
   bool declare_gaps = false;  // info_json lists them ("unassigned_ids"); a decode of one is then an internal error
 };
 inline TokOptions g_tok_options;
@@ -93,10 +93,12 @@ inline std::atomic<int> g_tok_overlaps{0};
 class ByteTokenizer : public zcode::sdk::Tokenizer {
  public:
   explicit ByteTokenizer(const zcode::sdk::CreateContext&) : o_(g_tok_options) {
-    info_ = "{\"name\":\"test-bytes\",\"identity\":\"test-bytes-v1-" + std::to_string(o_.offset) + "\",\"vocab_size\":" +
-            std::to_string(o_.vocab) +
+    info_ = "{\"name\":\"test-bytes\",\"identity\":\"test-bytes-v1-" + std::to_string(o_.offset) +
+            "\",\"vocab_size\":" + std::to_string(o_.vocab) +
             ",\"specials\":{\"<pad>\":0,\"<bos>\":1,\"<eos>\":2,\"<mask>\":3},\"pad_id\":0,\"bos_id\":1,\"eos_id\":2" +
-            (o_.declare_gaps ? ",\"unassigned_ids\":[[" + std::to_string(o_.gap_from) + "," + std::to_string(o_.vocab) + "]]" : "") +
+            (o_.declare_gaps
+                 ? ",\"unassigned_ids\":[[" + std::to_string(o_.gap_from) + "," + std::to_string(o_.vocab) + "]]"
+                 : "") +
             "}";
   }
   uint64_t vocab_size() const override { return o_.vocab; }
@@ -256,8 +258,8 @@ class Loader {
  public:
   /// `tokenizer`: another tokenizer stage (e.g. the bpe plugin) or, when
   /// its table is NULL, a ByteTokenizer created here.
-  Loader(Plugin& p, FakeHost& host, const std::string& options, const std::string& config, const std::string& split = "train",
-         zc_stage_ref tokenizer = {nullptr, nullptr})
+  Loader(Plugin& p, FakeHost& host, const std::string& options, const std::string& config,
+         const std::string& split = "train", zc_stage_ref tokenizer = {nullptr, nullptr})
       : p_(p), host_(host) {
     zcode::sdk::detail::g_host = &host.s;  // the test tokenizer's thunks report through it
     zc_create_args tok_args{};
@@ -325,7 +327,8 @@ class Loader {
   void reset() { check(p_.table->reset(inst_)); }
   std::map<std::string, double> stats() {
     std::map<std::string, double> m;
-    zc_metrics_sink s{&m, [](void* c, const char* k, double v) { (*static_cast<std::map<std::string, double>*>(c))[k] = v; }};
+    zc_metrics_sink s{
+        &m, [](void* c, const char* k, double v) { (*static_cast<std::map<std::string, double>*>(c))[k] = v; }};
     check(p_.table->stats(inst_, &s));
     return m;
   }

@@ -8,12 +8,12 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
 using namespace zt;
@@ -63,7 +63,8 @@ std::vector<int32_t> concat(const std::vector<std::vector<int32_t>>& ws) {
   return v;
 }
 /// The error message of creating a loader (fails the test when it succeeds).
-std::string create_error(FakeHost& host, const std::string& o, const std::string& cfg, const std::string& split = "train") {
+std::string create_error(FakeHost& host, const std::string& o, const std::string& cfg,
+                         const std::string& split = "train") {
   Plugin p(host);
   try {
     Loader l(p, host, o, cfg, split);
@@ -116,8 +117,13 @@ TEST(JsonlPacking, WindowsEosAndDocIds) {
   Plugin p(host);
   // Stream: a b <eos> c d e <eos> = 101 102 2 103 104 105 2 (id = byte + 4).
   // max_seq_len 6: one window of 7 tokens.
-  Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                          {"batch_size", "2"}, {"cross_document_attention", "false"}, {"shuffle", "false"}}),
+  Loader l(p, host,
+           opts({{"train_path", jstr(t / "a.jsonl")},
+                 {"cache_dir", jstr(t / "c")},
+                 {"num_workers", "0"},
+                 {"batch_size", "2"},
+                 {"cross_document_attention", "false"},
+                 {"shuffle", "false"}}),
            config(6));
   auto b = l.next();
   ASSERT_TRUE(b);
@@ -146,9 +152,14 @@ TEST(JsonlPacking, MaskDocumentBoundaryIgnoresTheTargetAfterEachEos) {
     // Stream: a b <eos> c d e <eos> f <eos> = 101 102 2 103 104 105 2 106 2.
     // max_seq_len 8: one window of all 9 tokens; <eos> inputs at 2 and 6.
     auto load = [&](const char* mask) {
-      Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                              {"batch_size", "1"}, {"shuffle", "false"}, {"streaming", streaming},
-                              {"mask_document_boundary", mask}}),
+      Loader l(p, host,
+               opts({{"train_path", jstr(t / "a.jsonl")},
+                     {"cache_dir", jstr(t / "c")},
+                     {"num_workers", "0"},
+                     {"batch_size", "1"},
+                     {"shuffle", "false"},
+                     {"streaming", streaming},
+                     {"mask_document_boundary", mask}}),
                config(8));
       auto b = l.next();
       EXPECT_TRUE(b) << streaming;
@@ -173,9 +184,13 @@ TEST(JsonlPacking, ShortTailIsPaddedWithMinusOneTargets) {
   FakeHost host;
   Plugin p(host);
   // max_seq_len 3: windows [101 102 2 103] and the tail [104 105 2].
-  Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"val_path", jstr(t / "a.jsonl")},
-                          {"cache_dir", jstr(t / "c")}, {"num_workers", "0"}, {"batch_size", "1"},
-                          {"cross_document_attention", "false"}}),
+  Loader l(p, host,
+           opts({{"train_path", jstr(t / "a.jsonl")},
+                 {"val_path", jstr(t / "a.jsonl")},
+                 {"cache_dir", jstr(t / "c")},
+                 {"num_workers", "0"},
+                 {"batch_size", "1"},
+                 {"cross_document_attention", "false"}}),
            config(3), "val");
   auto b1 = l.next();
   auto b2 = l.next();
@@ -201,8 +216,11 @@ TEST(JsonlPacking, BytesAndCharsOfMultibyteText) {
   write_file(t / "a.jsonl", "{\"text\":\"a\xC3\xA9\"}\n");
   FakeHost host;
   Plugin p(host);
-  Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                          {"batch_size", "1"}}),
+  Loader l(p, host,
+           opts({{"train_path", jstr(t / "a.jsonl")},
+                 {"cache_dir", jstr(t / "c")},
+                 {"num_workers", "0"},
+                 {"batch_size", "1"}}),
            config(8));
   auto b = l.next();
   ASSERT_TRUE(b);
@@ -219,8 +237,12 @@ TEST(JsonlFormat, BomCrlfBlankLinesNoFinalNewline) {
   write_file(t / "a.jsonl", "\xEF\xBB\xBF{\"text\":\"a\"}\r\n\r\n   \n{\"text\":\"b\"}\r\n\n{\"text\":\"c\"}");
   FakeHost host;
   Plugin p(host);
-  Loader l(p, host, opts({{"train_path", jstr(t / "x")}, {"val_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")},
-                          {"num_workers", "0"}, {"batch_size", "1"}}),
+  Loader l(p, host,
+           opts({{"train_path", jstr(t / "x")},
+                 {"val_path", jstr(t / "a.jsonl")},
+                 {"cache_dir", jstr(t / "c")},
+                 {"num_workers", "0"},
+                 {"batch_size", "1"}}),
            config(64), "val");
   EXPECT_EQ(concat(windows(l)), stream_of({"a", "b", "c"}));
 }
@@ -233,8 +255,13 @@ TEST(JsonlFormat, MultiMegabyteRecordAndDottedField) {
                                 "},\"body\":\"top\"}\n{\"meta\":{\"body\":\"hi\\n\\u00e9\"}}\n");
   FakeHost host;
   Plugin p(host);
-  Loader l(p, host, opts({{"train_path", jstr(t / "x")}, {"val_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")},
-                          {"num_workers", "0"}, {"batch_size", "4"}, {"text_field", "\"meta.body\""}}),
+  Loader l(p, host,
+           opts({{"train_path", jstr(t / "x")},
+                 {"val_path", jstr(t / "a.jsonl")},
+                 {"cache_dir", jstr(t / "c")},
+                 {"num_workers", "0"},
+                 {"batch_size", "4"},
+                 {"text_field", "\"meta.body\""}}),
            config(1000), "val");
   EXPECT_EQ(concat(windows(l)), stream_of({big, "hi\n\xC3\xA9"}));
 }
@@ -259,7 +286,8 @@ TEST(JsonlFormat, BadRecordsInErrorModeGiveFileLineColumn) {
     TempDir t;
     write_file(t / "a.jsonl", std::string("{\"text\":\"ok\"}\n") + c.line + "\n");
     FakeHost host;
-    std::string err = create_error(host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}}), config(8));
+    std::string err =
+        create_error(host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}}), config(8));
     EXPECT_EQ(err, t / "a.jsonl" + c.expect) << c.line;
   }
 }
@@ -268,9 +296,7 @@ TEST(JsonlFormat, DeeplyNestedRecordIsABadRecordNotACrash) {
   // {"text":"a","meta": then n '[': the root object and n lists. 256 levels
   // are read (the text field is found); the 257th container is the 256th
   // '[', at byte 19 + 255 of the line, and is refused.
-  auto record = [](size_t n) {
-    return "{\"text\":\"a\",\"meta\":" + std::string(n, '[') + std::string(n, ']') + "}";
-  };
+  auto record = [](size_t n) { return "{\"text\":\"a\",\"meta\":" + std::string(n, '[') + std::string(n, ']') + "}"; };
   std::string shown = "meta";  // and the [0] of its 255 lists; the message shows 80 characters
   for (int i = 0; i < 255; ++i) shown += "[0]";
   shown = shown.substr(0, 80);
@@ -279,8 +305,12 @@ TEST(JsonlFormat, DeeplyNestedRecordIsABadRecordNotACrash) {
     write_file(t / "a.jsonl", record(255) + "\n" + "{\"text\":\"cd\"}\n");
     FakeHost host;
     Plugin p(host);
-    Loader l(p, host, opts({{"train_path", jstr(t / "x")}, {"val_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")},
-                            {"num_workers", "0"}, {"batch_size", "1"}}),
+    Loader l(p, host,
+             opts({{"train_path", jstr(t / "x")},
+                   {"val_path", jstr(t / "a.jsonl")},
+                   {"cache_dir", jstr(t / "c")},
+                   {"num_workers", "0"},
+                   {"batch_size", "1"}}),
              config(16), "val");
     EXPECT_EQ(concat(windows(l)), stream_of({"a", "cd"}));
   }
@@ -288,8 +318,10 @@ TEST(JsonlFormat, DeeplyNestedRecordIsABadRecordNotACrash) {
     TempDir t;
     write_file(t / "a.jsonl", std::string("{\"text\":\"ok\"}\n") + record(n) + "\n");
     FakeHost host;
-    std::string err = create_error(host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}}), config(8));
-    EXPECT_EQ(err, t / "a.jsonl" + ":2:" + std::to_string(19 + 255 + 1) + ": nesting deeper than 256 levels at " + shown + "...")
+    std::string err =
+        create_error(host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}}), config(8));
+    EXPECT_EQ(err, t / "a.jsonl" + ":2:" + std::to_string(19 + 255 + 1) + ": nesting deeper than 256 levels at " +
+                       shown + "...")
         << n;
   }
 }
@@ -303,9 +335,14 @@ TEST(JsonlFormat, BadRecordsInSkipModeAreCountedAndFirstFiveLogged) {
   for (const char* streaming : {"false", "true"}) {
     FakeHost host;
     Plugin p(host);
-    Loader l(p, host, opts({{"train_path", jstr(t / "x")}, {"val_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")},
-                            {"num_workers", "0"}, {"batch_size", "1"}, {"on_bad_record", "\"skip\""},
-                            {"streaming", streaming}}),
+    Loader l(p, host,
+             opts({{"train_path", jstr(t / "x")},
+                   {"val_path", jstr(t / "a.jsonl")},
+                   {"cache_dir", jstr(t / "c")},
+                   {"num_workers", "0"},
+                   {"batch_size", "1"},
+                   {"on_bad_record", "\"skip\""},
+                   {"streaming", streaming}}),
              config(16), "val");
     EXPECT_EQ(concat(windows(l)), stream_of({"ab", "cd"})) << streaming;
     EXPECT_EQ(l.stats()["bad_records"], 7) << streaming;
@@ -358,8 +395,12 @@ TEST(JsonlShards, FolderGlobPatternGzipZstd) {
     for (const char* streaming : {"false", "true"}) {
       FakeHost host;
       Plugin p(host);
-      std::string o = opts({{"train_path", jstr(c.path)}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                            {"batch_size", "3"}, {"shuffle", "false"}, {"streaming", streaming}});
+      std::string o = opts({{"train_path", jstr(c.path)},
+                            {"cache_dir", jstr(t / "c")},
+                            {"num_workers", "0"},
+                            {"batch_size", "3"},
+                            {"shuffle", "false"},
+                            {"streaming", streaming}});
       if (!c.pattern.empty()) o.insert(o.size() - 1, ",\"train_shard_pattern\":" + jstr(c.pattern));
       Loader l(p, host, o, config(16));
       auto expect = stream_of(c.docs);
@@ -381,18 +422,21 @@ TEST(JsonlShards, FolderGlobPatternGzipZstd) {
 TEST(JsonlShards, ClearErrors) {
   TempDir t;
   FakeHost host;
-  EXPECT_EQ(create_error(host, opts({{"train_path", "\"s3://bucket/train.jsonl\""}}), config(8)),
-            "data.train_path: 's3://bucket/train.jsonl' uses the 's3://' scheme, which needs a storage plugin; the jsonl "
-            "loader reads local files only (download the data or mount it first)");
+  EXPECT_EQ(
+      create_error(host, opts({{"train_path", "\"s3://bucket/train.jsonl\""}}), config(8)),
+      "data.train_path: 's3://bucket/train.jsonl' uses the 's3://' scheme, which needs a storage plugin; the jsonl "
+      "loader reads local files only (download the data or mount it first)");
   EXPECT_EQ(create_error(host, opts({{"train_path", jstr(t / "x.jsonl")}}), config(8)),
             "data.train_path: file '" + (t / "x.jsonl") + "' not found");
   EXPECT_EQ(create_error(host, opts({{"train_path", jstr(t / "*.jsonl")}}), config(8)),
             "data.train_path: no file matches '" + (t / "*.jsonl") + "'");
-  EXPECT_EQ(create_error(host, opts({{"train_path", jstr(t.path)}, {"train_shard_pattern", "\"part.jsonl\""}}), config(8)),
-            "data.train_path (train_shard_pattern): pattern 'part.jsonl' has no {} field (expected one integer field "
-            "such as {:05d}, {:d} or {})");
-  EXPECT_EQ(create_error(host, opts({{"train_path", jstr(t.path)}, {"train_shard_pattern", "\"p{:03d}.jsonl\""}}), config(8)),
-            "data.train_path: no shard '" + (t / "p000.jsonl") + "' for pattern 'p{:03d}.jsonl'");
+  EXPECT_EQ(
+      create_error(host, opts({{"train_path", jstr(t.path)}, {"train_shard_pattern", "\"part.jsonl\""}}), config(8)),
+      "data.train_path (train_shard_pattern): pattern 'part.jsonl' has no {} field (expected one integer field "
+      "such as {:05d}, {:d} or {})");
+  EXPECT_EQ(
+      create_error(host, opts({{"train_path", jstr(t.path)}, {"train_shard_pattern", "\"p{:03d}.jsonl\""}}), config(8)),
+      "data.train_path: no shard '" + (t / "p000.jsonl") + "' for pattern 'p{:03d}.jsonl'");
   write_file(t / "a.jsonl", jsonl_of({"x"}));
   EXPECT_EQ(create_error(host, opts({{"train_path", jstr(t / "a.jsonl")}, {"batch_sise", "3"}}), config(8)),
             "data.batch_sise: unknown option for the jsonl loader");
@@ -415,9 +459,13 @@ TEST_P(JsonlModes, EveryTokenOncePerEpochAndNewOrderEachEpoch) {
   write_file(t / "a.jsonl", jsonl_of(docs));
   FakeHost host;
   Plugin p(host);
-  Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")},
-                          {"num_workers", std::to_string(workers)}, {"batch_size", "4"},
-                          {"streaming", streaming ? "true" : "false"}, {"shuffle_block", "8"}}),
+  Loader l(p, host,
+           opts({{"train_path", jstr(t / "a.jsonl")},
+                 {"cache_dir", jstr(t / "c")},
+                 {"num_workers", std::to_string(workers)},
+                 {"batch_size", "4"},
+                 {"streaming", streaming ? "true" : "false"},
+                 {"shuffle_block", "8"}}),
            config(15));
   // Independent count: the multiset of the stream's ids.
   std::map<int32_t, int64_t> expect;
@@ -443,8 +491,7 @@ TEST_P(JsonlModes, EveryTokenOncePerEpochAndNewOrderEachEpoch) {
   EXPECT_GE(st["data_wait_ms"], 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, JsonlModes,
-                         ::testing::Combine(::testing::Values(false, true), ::testing::Values(0, 2)),
+INSTANTIATE_TEST_SUITE_P(All, JsonlModes, ::testing::Combine(::testing::Values(false, true), ::testing::Values(0, 2)),
                          [](const auto& i) {
                            return std::string(std::get<0>(i.param) ? "streaming" : "memmap") + "_workers" +
                                   std::to_string(std::get<1>(i.param));
@@ -458,9 +505,14 @@ TEST(JsonlSplits, ValFractionIsStableAndDisjoint) {
     FakeHost host(seed);
     Plugin p(host);
     // One window per document (max_seq_len >= 40 + 1): val order is sequential.
-    Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                            {"batch_size", "8"}, {"val_fraction", "0.25"}, {"streaming", streaming},
-                            {"shuffle", "false"}}),
+    Loader l(p, host,
+             opts({{"train_path", jstr(t / "a.jsonl")},
+                   {"cache_dir", jstr(t / "c")},
+                   {"num_workers", "0"},
+                   {"batch_size", "8"},
+                   {"val_fraction", "0.25"},
+                   {"streaming", streaming},
+                   {"shuffle", "false"}}),
              config(1000), split);
     std::vector<int32_t> s;
     if (std::string(split) == "val") return concat(windows(l));
@@ -508,8 +560,8 @@ TEST(JsonlCache, ReusedThenRebuiltWhenCorruptOrTruncated) {
   TempDir t;
   auto docs = random_docs(50, 3);
   write_file(t / "a.jsonl", jsonl_of(docs));
-  std::string o = opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                        {"batch_size", "2"}});
+  std::string o = opts(
+      {{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"}, {"batch_size", "2"}});
   auto first_batches = [&](FakeHost& host) {
     Plugin p(host);
     Loader l(p, host, o, config(20));
@@ -563,8 +615,12 @@ TEST(JsonlPacking, VocabularyWithUnassignedIdsLoads) {
   Plugin p(host);
   std::optional<Batch> b;
   {
-    Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                            {"batch_size", "1"}, {"shuffle", "false"}}),
+    Loader l(p, host,
+             opts({{"train_path", jstr(t / "a.jsonl")},
+                   {"cache_dir", jstr(t / "c")},
+                   {"num_workers", "0"},
+                   {"batch_size", "1"},
+                   {"shuffle", "false"}}),
              config(6));
     b = l.next();
   }
@@ -587,8 +643,12 @@ TEST(JsonlPacking, UndeclaredUnassignedIdsAreFoundByDecode) {
   Plugin p(host);
   std::optional<Batch> b;
   {
-    Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                            {"batch_size", "1"}, {"shuffle", "false"}}),
+    Loader l(p, host,
+             opts({{"train_path", jstr(t / "a.jsonl")},
+                   {"cache_dir", jstr(t / "c")},
+                   {"num_workers", "0"},
+                   {"batch_size", "1"},
+                   {"shuffle", "false"}}),
              config(6));
     b = l.next();
   }
@@ -606,8 +666,11 @@ TEST(JsonlCache, LargeVocabUsesInt32Storage) {
   g_tok_options.vocab = 70256;
   FakeHost host;
   Plugin p(host);
-  Loader l(p, host, opts({{"train_path", jstr(t / "x")}, {"val_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")},
-                          {"num_workers", "0"}}),
+  Loader l(p, host,
+           opts({{"train_path", jstr(t / "x")},
+                 {"val_path", jstr(t / "a.jsonl")},
+                 {"cache_dir", jstr(t / "c")},
+                 {"num_workers", "0"}}),
            config(64), "val");
   auto got = concat(windows(l));
   g_tok_options = TokOptions{};
@@ -627,8 +690,12 @@ TEST(JsonlWorkers, TokenizerErrorReachesNextBatch) {
   for (int workers : {0, 2}) {
     FakeHost host;
     Plugin p(host);
-    Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"num_workers", std::to_string(workers)},
-                            {"batch_size", "2"}, {"streaming", "true"}, {"shuffle_block", "4"}}),
+    Loader l(p, host,
+             opts({{"train_path", jstr(t / "a.jsonl")},
+                   {"num_workers", std::to_string(workers)},
+                   {"batch_size", "2"},
+                   {"streaming", "true"},
+                   {"shuffle_block", "4"}}),
              config(15));
     std::string err;
     for (int i = 0; i < 1000 && err.empty(); ++i) {
@@ -638,13 +705,14 @@ TEST(JsonlWorkers, TokenizerErrorReachesNextBatch) {
         err = e.what();
       }
     }
-    EXPECT_EQ(err, std::string("data (train)") + (workers ? " worker" : "") +
-                       ": tokenizer: test tokenizer refuses 'BOOM'");
+    EXPECT_EQ(err,
+              std::string("data (train)") + (workers ? " worker" : "") + ": tokenizer: test tokenizer refuses 'BOOM'");
     EXPECT_THROW(l.next(), zt::Error);  // sticky, never a silent end
   }
   // Memmap mode tokenizes at create: the error is create's.
   FakeHost host;
-  std::string err = create_error(host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}}), config(15));
+  std::string err =
+      create_error(host, opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}}), config(15));
   g_tok_options = TokOptions{};
   EXPECT_EQ(err, "test tokenizer refuses 'BOOM'");
 }
@@ -655,8 +723,13 @@ TEST(JsonlWorkers, ShardDisappearingMidRunIsAClearError) {
   for (int workers : {0, 2}) {
     FakeHost host;
     Plugin p(host);
-    Loader l(p, host, opts({{"train_path", jstr(t.path)}, {"num_workers", std::to_string(workers)},
-                            {"batch_size", "1"}, {"streaming", "true"}, {"shuffle", "false"}, {"prefetch_factor", "1"}}),
+    Loader l(p, host,
+             opts({{"train_path", jstr(t.path)},
+                   {"num_workers", std::to_string(workers)},
+                   {"batch_size", "1"},
+                   {"streaming", "true"},
+                   {"shuffle", "false"},
+                   {"prefetch_factor", "1"}}),
              config(15));
     ASSERT_TRUE(l.next());
     fs::rename(t / "s2.jsonl", t / "gone");
@@ -680,9 +753,10 @@ TEST(JsonlWorkers, StopFlagEndsWaitingAndDestroyJoins) {
   FakeHost host;
   Plugin p(host);
   {
-    Loader l(p, host, opts({{"train_path", jstr(t / "a.jsonl")}, {"num_workers", "2"}, {"batch_size", "2"},
-                            {"streaming", "true"}}),
-             config(15));
+    Loader l(
+        p, host,
+        opts({{"train_path", jstr(t / "a.jsonl")}, {"num_workers", "2"}, {"batch_size", "2"}, {"streaming", "true"}}),
+        config(15));
     ASSERT_TRUE(l.next());
     host.stop = 1;
     zc_status_code code = ZC_OK;
@@ -749,9 +823,12 @@ TEST_P(JsonlModes, ResumeInANewProcessIsExact) {
   write_file(t / "a.jsonl", jsonl_of(random_docs(40, 4, 30)));
   // ~640 tokens, windows of 16: ~40 windows, 3 per batch, shuffle blocks of
   // 5: 14 batches span epoch boundaries and block boundaries mid-batch.
-  std::string o = opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")},
-                        {"num_workers", std::to_string(workers)}, {"batch_size", "3"},
-                        {"streaming", streaming ? "true" : "false"}, {"shuffle_block", "5"},
+  std::string o = opts({{"train_path", jstr(t / "a.jsonl")},
+                        {"cache_dir", jstr(t / "c")},
+                        {"num_workers", std::to_string(workers)},
+                        {"batch_size", "3"},
+                        {"streaming", streaming ? "true" : "false"},
+                        {"shuffle_block", "5"},
                         {"cross_document_attention", "false"}});
   std::string cfg = config(15);
   const int total = 40, stop_at = 17;
@@ -789,8 +866,11 @@ TEST(JsonlCache, TwoProcessesRacingBothEndValid) {
   TempDir t;
   auto docs = random_docs(20000, 8, 60);
   write_file(t / "a.jsonl", jsonl_of(docs));
-  std::string o = opts({{"train_path", jstr(t / "a.jsonl")}, {"cache_dir", jstr(t / "c")}, {"num_workers", "0"},
-                        {"batch_size", "2"}, {"shuffle", "false"}});
+  std::string o = opts({{"train_path", jstr(t / "a.jsonl")},
+                        {"cache_dir", jstr(t / "c")},
+                        {"num_workers", "0"},
+                        {"batch_size", "2"},
+                        {"shuffle", "false"}});
   std::vector<std::string> env = {"ZT_OPTS=" + o, "ZT_CONFIG=" + config(31), "ZT_HELPER=build", "ZT_K=3"};
   std::vector<pid_t> pids;
   for (int i = 0; i < 2; ++i) {

@@ -73,7 +73,8 @@ std::string missing_prerequisites() {
   if (!fs::exists(kHost)) return "zcode-host is not built";
   const fs::path plugins = kHost.parent_path().parent_path() / "lib" / "zcode" / "plugins";
   for (const char* p : {"bpe", "jsonl", "glm52", "optimizers", "schedulers", "lm", "callbacks"})
-    if (!fs::exists(plugins / (std::string("libzcode_") + p + ".so"))) return std::string("plugin libzcode_") + p + ".so is not built";
+    if (!fs::exists(plugins / (std::string("libzcode_") + p + ".so")))
+      return std::string("plugin libzcode_") + p + ".so is not built";
   if (!fs::exists(kSrc / "assets/hf/gpt2/vocab.json")) return "assets/hf/gpt2 is missing (run scripts/fetch-assets.sh)";
   return "";
 }
@@ -167,12 +168,13 @@ class E2E : public ::testing::Test {
       << "model: {type: GLM5pt2, variant: nano, d_model: 32, n_layers: 2, n_heads: 2, n_kv_heads: 1, head_dim: 16,\n"
       << "        moe_experts: 4, moe_top_k: 2, moe_ffn_hidden: 32, ffn_hidden: 64, max_seq_len: 32}\n"
       << "data: {train_path: " << (dir_ / "train.jsonl").string() << ", val_path: " << (dir_ / "val.jsonl").string()
-      << ", tokenizer: " << (kSrc / "assets/hf/gpt2").string() << ", batch_size: 2, num_workers: 0, cache_dir: "
-      << (dir_ / "cache").string() << "}\n"
+      << ", tokenizer: " << (kSrc / "assets/hf/gpt2").string()
+      << ", batch_size: 2, num_workers: 0, cache_dir: " << (dir_ / "cache").string() << "}\n"
       << "optimizer: {name: AdamW, lr: 0.003, weight_decay: 0.01}\n"
       << "scheduler: {type: cosine_with_warmup, warmup_steps: 2}\n"
       << "training: {max_steps: " << max_steps
-      << ", gradient_accumulation: 2, clip_grad_norm: 1.0, eval_every: 6, save_every: 4, keep_last_n: 2, log_every: 1}\n"
+      << ", gradient_accumulation: 2, clip_grad_norm: 1.0, eval_every: 6, save_every: 4, keep_last_n: 2, log_every: "
+         "1}\n"
       << "logging: {console_log_level: INFO, output_dir: " << (dir_ / "outputs").string() << "}\n"
       << "evaluation: {plugins: [lm], split: val, batch_size: 2}\n";
     return p;
@@ -184,7 +186,8 @@ class E2E : public ::testing::Test {
     auto d = json_file(run_dir(name) / "metrics.json");
     std::vector<std::pair<uint64_t, double>> out;
     if (!d.IsObject()) return out;
-    for (const auto& e : d["history"]["train"].GetArray()) out.emplace_back(e["step"].GetUint64(), e["loss"].GetDouble());
+    for (const auto& e : d["history"]["train"].GetArray())
+      out.emplace_back(e["step"].GetUint64(), e["loss"].GetDouble());
     return out;
   }
 
@@ -254,7 +257,8 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
   EXPECT_TRUE(m["final"]["train"]["loss"].IsNumber());
   for (const char* k : {"loss", "perplexity", "bits_per_byte", "bits_per_char", "accuracy"})
     EXPECT_TRUE(m["final"]["val"][k].IsNumber()) << k;
-  EXPECT_NEAR(m["final"]["val"]["perplexity"].GetDouble(), std::exp(m["final"]["val"]["loss"].GetDouble()), 1e-9 * m["final"]["val"]["perplexity"].GetDouble());
+  EXPECT_NEAR(m["final"]["val"]["perplexity"].GetDouble(), std::exp(m["final"]["val"]["loss"].GetDouble()),
+              1e-9 * m["final"]["val"]["perplexity"].GetDouble());
   EXPECT_TRUE(m["best"]["val_loss"].IsNumber());
   EXPECT_EQ(m["history"]["train"].Size(), 12u);
   // training.eval_at_start (default true): step 0, then steps 6 and 12.
@@ -267,7 +271,8 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
   EXPECT_NE(m["best"]["step"].GetUint64(), 0u);  // step 0 is history, never best
   {
     char b[64];
-    std::snprintf(b, sizeof b, "[INFO] Step 0/12 | val_loss: %.4f | val_ppl: ", m["history"]["val"][0]["loss"].GetDouble());
+    std::snprintf(b, sizeof b,
+                  "[INFO] Step 0/12 | val_loss: %.4f | val_ppl: ", m["history"]["val"][0]["loss"].GetDouble());
     EXPECT_NE(log.find(b), std::string::npos) << b << "\n" << log;
     EXPECT_LT(log.find(b), log.find("[INFO] Step 1/12 | loss: "));
   }
@@ -296,37 +301,52 @@ TEST_F(E2E, RunFolderHasEveryFileAndField) {
   EXPECT_EQ(slurp(rd / "metrics.json"), before);
   // evaluate reproduces the final val numbers from the checkpoint.
   const fs::path out = dir_ / "eval.json";
-  ASSERT_EQ(run_host({"evaluate", "--config", cfg.string(), "--checkpoint", "latest", "--split", "val", "--out", out.string()},
-                     dir_ / "eval.log"), 0) << slurp(dir_ / "eval.log");
+  ASSERT_EQ(run_host({"evaluate", "--config", cfg.string(), "--checkpoint", "latest", "--split", "val", "--out",
+                      out.string()},
+                     dir_ / "eval.log"),
+            0)
+      << slurp(dir_ / "eval.log");
   auto ev = json_file(out);
   EXPECT_EQ(ev["metrics"]["loss"].GetDouble(), m["final"]["val"]["loss"].GetDouble());
   // The train split cycles epochs: evaluation stops after one pass.
   const fs::path out_train = dir_ / "eval_train.json";
   ASSERT_EQ(run_host({"evaluate", "--config", cfg.string(), "--checkpoint", "latest", "--split", "train", "--out",
-                      out_train.string()}, dir_ / "eval_train.log"), 0) << slurp(dir_ / "eval_train.log");
+                      out_train.string()},
+                     dir_ / "eval_train.log"),
+            0)
+      << slurp(dir_ / "eval_train.log");
   auto evt = json_file(out_train);
   EXPECT_GT(evt["metrics"]["tokens"].GetDouble(), ev["metrics"]["tokens"].GetDouble());  // train is the larger split
   // generate: greedy twice gives the same text; exit 0.
   const fs::path ckdir = cks[1].second;
   ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5"},
-                     dir_ / "gen1.log"), 0) << slurp(dir_ / "gen1.log");
+                     dir_ / "gen1.log"),
+            0)
+      << slurp(dir_ / "gen1.log");
   ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5"},
-                     dir_ / "gen2.log"), 0);
+                     dir_ / "gen2.log"),
+            0);
   EXPECT_EQ(slurp(dir_ / "gen1.log"), slurp(dir_ / "gen2.log"));
   // --stream prints the same text; seeded sampling repeats itself.
-  ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5", "--stream"},
-                     dir_ / "gen3.log"), 0);
+  ASSERT_EQ(
+      run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "the sky", "--max-new-tokens", "5", "--stream"},
+               dir_ / "gen3.log"),
+      0);
   EXPECT_EQ(slurp(dir_ / "gen1.log"), slurp(dir_ / "gen3.log"));
   for (const char* f : {"s1.log", "s2.log"})
     ASSERT_EQ(run_host({"generate", "--checkpoint", ckdir.string(), "--prompt", "a river", "--strategy", "sample",
                         "--temperature", "1.3", "--top-k", "50", "--seed", "11", "--max-new-tokens", "6"},
-                       dir_ / f), 0) << slurp(dir_ / f);
+                       dir_ / f),
+              0)
+        << slurp(dir_ / f);
   EXPECT_EQ(slurp(dir_ / "s1.log"), slurp(dir_ / "s2.log"));
   // Each strategy with its own flags (issue 17: a flag another strategy
   // uses is a usage error, so the two no longer share one flag list).
-  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--strategy", "beam", "--num-beams", "3"},
-                                                {"--strategy", "contrastive", "--top-k", "3", "--penalty-alpha", "0.5"}}) {
-    std::vector<std::string> args = {"generate", "--checkpoint", ckdir.string(), "--prompt", "stone", "--max-new-tokens", "4"};
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--strategy", "beam", "--num-beams", "3"},
+        {"--strategy", "contrastive", "--top-k", "3", "--penalty-alpha", "0.5"}}) {
+    std::vector<std::string> args = {
+        "generate", "--checkpoint", ckdir.string(), "--prompt", "stone", "--max-new-tokens", "4"};
     args.insert(args.end(), flags.begin(), flags.end());
     EXPECT_EQ(run_host(args, dir_ / "strategy.log"), 0) << flags[1] << ": " << slurp(dir_ / "strategy.log");
   }
@@ -381,8 +401,9 @@ TEST_F(E2E, OutputStreamsPathsCallbacksAndFailedStart) {
   EXPECT_NE(slurp(run_dir("streams") / "logs/console.log").find("Step 2/2 | loss: "), std::string::npos);
 
   // --log-format json, with callbacks that add to and remove from the defaults.
-  const std::string cbs = config("json", "callbacks:\n  - {type: model_card, enabled: false}\n"
-                                         "  - {type: early_stopping, patience: 5}\n");
+  const std::string cbs = config("json",
+                                 "callbacks:\n  - {type: model_card, enabled: false}\n"
+                                 "  - {type: early_stopping, patience: 5}\n");
   ASSERT_EQ(run_split({"run", cbs, "--log-format", "json"}, out, err, dir_), 0) << slurp(err);
   // Every stdout line is an object: a log line (level, message) or a
   // console event (event: step|eval, step, max_steps and the metrics).
@@ -411,7 +432,7 @@ TEST_F(E2E, OutputStreamsPathsCallbacksAndFailedStart) {
   EXPECT_TRUE(eval_event) << slurp(out);
   EXPECT_TRUE(outputs_line) << slurp(out);
   EXPECT_NE(slurp(run_dir("json") / "logs/console.log").find("[DEBUG] Step 1/2 | loss: "), std::string::npos);
-  EXPECT_TRUE(fs::exists(run_dir("json") / "metrics.json"));  // a default kept
+  EXPECT_TRUE(fs::exists(run_dir("json") / "metrics.json"));    // a default kept
   EXPECT_FALSE(fs::exists(run_dir("json") / "model_card.md"));  // a default removed
   EXPECT_TRUE(fs::exists(run_dir("json") / "checkpoints/latest"));
 }
@@ -439,11 +460,13 @@ TEST(RunDir, FailedStartIsReusedAndAnythingElseRefused) {
   EXPECT_TRUE(zcode::rundir::is_failed_start(d));
   // A start killed after its step-0 evaluation: metrics.json with an empty
   // train history (and model_card.md) still counts as a failed start...
-  std::ofstream(d / "metrics.json") << R"({"final":{},"history":{"train":[],"val":[{"step":0,"loss":10.9}]}})" << "\n";
+  std::ofstream(d / "metrics.json") << R"({"final":{},"history":{"train":[],"val":[{"step":0,"loss":10.9}]}})"
+                                    << "\n";
   std::ofstream(d / "model_card.md") << "# card\n";
   EXPECT_TRUE(zcode::rundir::is_failed_start(d));
   // ...but not once a step was trained.
-  std::ofstream(d / "metrics.json") << R"({"history":{"train":[{"step":1,"loss":10.8}],"val":[]}})" << "\n";
+  std::ofstream(d / "metrics.json") << R"({"history":{"train":[{"step":1,"loss":10.8}],"val":[]}})"
+                                    << "\n";
   EXPECT_FALSE(zcode::rundir::is_failed_start(d));
   std::ofstream(d / "metrics.json") << "{}\n";  // the step-0 evaluation of a failed start
   fs::create_directories(d / "checkpoints");
@@ -462,8 +485,9 @@ TEST(RunDir, FailedStartIsReusedAndAnythingElseRefused) {
   fs::remove_all(d);
 }
 
-void expect_same_run(E2E* t, const std::vector<std::pair<uint64_t, double>>& a, const std::vector<std::pair<uint64_t, double>>& b,
-                     const std::map<std::string, std::string>& wa, const std::map<std::string, std::string>& wb) {
+void expect_same_run(E2E* t, const std::vector<std::pair<uint64_t, double>>& a,
+                     const std::vector<std::pair<uint64_t, double>>& b, const std::map<std::string, std::string>& wa,
+                     const std::map<std::string, std::string>& wb) {
   (void)t;
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -519,14 +543,17 @@ TEST_F(E2E, ResumeChecksConfigAndRefusesTamperedCheckpoints) {
   const fs::path cfg = write_config("guarded", 4);
   ASSERT_EQ(run_host({"run", cfg.string()}, dir_ / "r1.log"), 0) << slurp(dir_ / "r1.log");
   // An architecture change is an error (exit 2) naming the field.
-  EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "model.d_model=64"}, dir_ / "r2.log"), 2);
+  EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "model.d_model=64"}, dir_ / "r2.log"),
+            2);
   EXPECT_NE(slurp(dir_ / "r2.log").find("model.d_model: checkpoint has 32, config has 64"), std::string::npos)
       << slurp(dir_ / "r2.log");
   // Other changes are warnings; training continues to the new max_steps.
-  ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=6"}, dir_ / "r3.log"), 0)
+  ASSERT_EQ(
+      run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=6"}, dir_ / "r3.log"), 0)
       << slurp(dir_ / "r3.log");
   EXPECT_NE(slurp(dir_ / "r3.log").find("resume: config differs: training.max_steps: checkpoint has 4, config has 6"),
-            std::string::npos) << slurp(dir_ / "r3.log");
+            std::string::npos)
+      << slurp(dir_ / "r3.log");
   EXPECT_NE(slurp(dir_ / "r3.log").find("Step 6/6"), std::string::npos);
   // A flipped byte in the newest checkpoint: refused naming the file (exit 1), nothing loaded.
   const fs::path latest = zcode::ckpt::resolve("latest", run_dir("guarded"));
@@ -535,8 +562,10 @@ TEST_F(E2E, ResumeChecksConfigAndRefusesTamperedCheckpoints) {
     f.seekp(-5, std::ios::end);
     f.put('\x42');
   }
-  EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=8"}, dir_ / "r4.log"), 1);
-  EXPECT_NE(slurp(dir_ / "r4.log").find((latest / "model.safetensors").string() + ": SHA-256 mismatch"), std::string::npos)
+  EXPECT_EQ(
+      run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=8"}, dir_ / "r4.log"), 1);
+  EXPECT_NE(slurp(dir_ / "r4.log").find((latest / "model.safetensors").string() + ": SHA-256 mismatch"),
+            std::string::npos)
       << slurp(dir_ / "r4.log");
   EXPECT_EQ(slurp(dir_ / "r4.log").find("Step 7/8"), std::string::npos);
 }
@@ -564,8 +593,9 @@ void strip_checkpoint_config(const fs::path& ckpt, const std::vector<std::string
   std::ofstream(ckpt / "state.json", std::ios::binary) << text;
   std::string sums;
   for (const std::string& l : lines_of(slurp(ckpt / "SHA256SUMS")))
-    sums += l.size() > 66 && l.substr(66) == "state.json" ? zcode::ckpt::sha256_hex(text.data(), text.size()) + "  state.json\n"
-                                                          : l + "\n";
+    sums += l.size() > 66 && l.substr(66) == "state.json"
+                ? zcode::ckpt::sha256_hex(text.data(), text.size()) + "  state.json\n"
+                : l + "\n";
   std::ofstream(ckpt / "SHA256SUMS", std::ios::binary) << sums;
 }
 
@@ -581,11 +611,14 @@ TEST_F(E2E, ResumeOlderCheckpointAndRunFolderConfig) {
   const fs::path out = dir_ / "out.txt", err = dir_ / "err.txt";
   ASSERT_EQ(run_split({"run", cfg.string()}, out, err, dir_), 0) << slurp(err);
   const fs::path latest = zcode::ckpt::resolve("latest", run_dir("older"));
-  strip_checkpoint_config(latest, {"model.eval_capacity_factor", "data.mask_document_boundary", "callbacks_replace_defaults"});
-  ASSERT_EQ(run_split({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=5"}, out, err, dir_), 0)
+  strip_checkpoint_config(latest,
+                          {"model.eval_capacity_factor", "data.mask_document_boundary", "callbacks_replace_defaults"});
+  ASSERT_EQ(
+      run_split({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=5"}, out, err, dir_), 0)
       << slurp(out) << slurp(err);
   const std::string e1 = slurp(err);
-  EXPECT_NE(e1.find("resume: config differs: training.max_steps: checkpoint has 4, config has 5"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("resume: config differs: training.max_steps: checkpoint has 4, config has 5"), std::string::npos)
+      << e1;
   for (const char* k : {"eval_capacity_factor", "mask_document_boundary", "callbacks_replace_defaults", "plugin_path"})
     EXPECT_EQ(e1.find(k), std::string::npos) << k << "\n" << e1;
   // Changing only evaluation's capacity factor is a warning, not an architecture change.
@@ -595,7 +628,8 @@ TEST_F(E2E, ResumeOlderCheckpointAndRunFolderConfig) {
             0)
       << slurp(err);
   EXPECT_NE(slurp(err).find("resume: config differs: model.eval_capacity_factor: checkpoint has 0, config has 1.25"),
-            std::string::npos) << slurp(err);
+            std::string::npos)
+      << slurp(err);
   // The run folder's config.yaml records absolute paths (plugin_path a
   // list): only the changed max_steps differs.
   ASSERT_EQ(run_split({"run", (run_dir("older") / "config.yaml").string(), "--resume-from", "latest", "--set",
@@ -610,7 +644,8 @@ TEST_F(E2E, ResumeOlderCheckpointAndRunFolderConfig) {
   // generate: stdout is the generated text only; the plugins' INFO lines
   // ("glm52: Initializing ...") go to stderr.
   const std::string ck = (run_dir("older") / "checkpoints" / "latest").string();
-  ASSERT_EQ(run_split({"generate", "--checkpoint", ck, "--prompt", "the sky", "--max-new-tokens", "4"}, out, err, dir_), 0)
+  ASSERT_EQ(run_split({"generate", "--checkpoint", ck, "--prompt", "the sky", "--max-new-tokens", "4"}, out, err, dir_),
+            0)
       << slurp(err);
   EXPECT_FALSE(slurp(out).empty());
   for (const char* tag : {"[INFO]", "[DEBUG]", "glm52:", "Initializing"})
@@ -703,26 +738,40 @@ TEST_F(E2E, CheckpointPathsEveryCommand) {
   // evaluate: the pointer file works, with and without --config (the config
   // stored in the checkpoint); the loss is the run's final val loss.
   ASSERT_EQ(run_host({"evaluate", "--config", cfg.string(), "--checkpoint", latest_file.string(), "--out",
-                      (dir_ / "e1.json").string()}, dir_ / "e1.log"), 0) << slurp(dir_ / "e1.log");
+                      (dir_ / "e1.json").string()},
+                     dir_ / "e1.log"),
+            0)
+      << slurp(dir_ / "e1.log");
   EXPECT_EQ(json_file(dir_ / "e1.json")["metrics"]["loss"].GetDouble(), final_val);
-  EXPECT_EQ(std::string(json_file(dir_ / "e1.json")["checkpoint"].GetString()), (rd / "checkpoints" / "step_4").string());
+  EXPECT_EQ(std::string(json_file(dir_ / "e1.json")["checkpoint"].GetString()),
+            (rd / "checkpoints" / "step_4").string());
   ASSERT_EQ(run_host({"evaluate", "--checkpoint", latest_file.string(), "--out", (dir_ / "e2.json").string()},
-                     dir_ / "e2.log"), 0) << slurp(dir_ / "e2.log");
+                     dir_ / "e2.log"),
+            0)
+      << slurp(dir_ / "e2.log");
   EXPECT_EQ(json_file(dir_ / "e2.json")["metrics"]["loss"].GetDouble(), final_val);
   // Without --config, 'latest' alone names no run folder: a usage error that says what to give.
   EXPECT_EQ(run_host({"evaluate", "--checkpoint", "latest"}, dir_ / "e3.log"), 2);
-  EXPECT_NE(slurp(dir_ / "e3.log").find("--checkpoint latest needs --config"), std::string::npos) << slurp(dir_ / "e3.log");
+  EXPECT_NE(slurp(dir_ / "e3.log").find("--checkpoint latest needs --config"), std::string::npos)
+      << slurp(dir_ / "e3.log");
 
   // generate: the pointer file gives the same text as the step folder.
   ASSERT_EQ(run_host({"generate", "--checkpoint", (rd / "checkpoints" / "step_4").string(), "--prompt", "the sky",
-                      "--max-new-tokens", "4"}, dir_ / "g1.log"), 0) << slurp(dir_ / "g1.log");
+                      "--max-new-tokens", "4"},
+                     dir_ / "g1.log"),
+            0)
+      << slurp(dir_ / "g1.log");
   ASSERT_EQ(run_host({"generate", "--checkpoint", latest_file.string(), "--prompt", "the sky", "--max-new-tokens", "4"},
-                     dir_ / "g2.log"), 0) << slurp(dir_ / "g2.log");
+                     dir_ / "g2.log"),
+            0)
+      << slurp(dir_ / "g2.log");
   EXPECT_EQ(slurp(dir_ / "g1.log"), slurp(dir_ / "g2.log"));
 
   // --resume-from takes the pointer file too (max_steps 6: two more steps).
   ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", latest_file.string(), "--set", "training.max_steps=6"},
-                     dir_ / "r1.log"), 0) << slurp(dir_ / "r1.log");
+                     dir_ / "r1.log"),
+            0)
+      << slurp(dir_ / "r1.log");
   EXPECT_NE(slurp(dir_ / "r1.log").find("Resumed from " + (rd / "checkpoints" / "step_4").string()), std::string::npos)
       << slurp(dir_ / "r1.log");
 }
@@ -737,8 +786,8 @@ TEST_F(E2E, StoredConfigPathsResolveAgainstTheTrainingFolder) {
                      << "model: {type: GLM5pt2, variant: nano, d_model: 32, n_layers: 1, n_heads: 2, n_kv_heads: 1, "
                         "head_dim: 16,\n        moe_experts: 2, moe_top_k: 1, moe_ffn_hidden: 32, ffn_hidden: 64, "
                         "max_seq_len: 16}\n"
-                     << "data: {train_path: train.jsonl, val_path: val.jsonl, tokenizer: " << (kSrc / "assets/hf/gpt2").string()
-                     << ", batch_size: 2, num_workers: 0, cache_dir: cache}\n"
+                     << "data: {train_path: train.jsonl, val_path: val.jsonl, tokenizer: "
+                     << (kSrc / "assets/hf/gpt2").string() << ", batch_size: 2, num_workers: 0, cache_dir: cache}\n"
                      << "training: {max_steps: 2, log_every: 1, eval_every: 2, save_every: 2}\n"
                      << "logging: {output_dir: outputs}\nevaluation: {max_batches: 2}\n";
   const fs::path out = dir_ / "out.txt", err = dir_ / "err.txt";
@@ -752,11 +801,15 @@ TEST_F(E2E, StoredConfigPathsResolveAgainstTheTrainingFolder) {
   const double final_val = json_file(run_dir("rel") / "metrics.json")["final"]["val"]["loss"].GetDouble();
   const fs::path elsewhere = dir_ / "elsewhere";  // holds no val.jsonl
   fs::create_directories(elsewhere);
-  ASSERT_EQ(run_split({"evaluate", "--checkpoint", step.string(), "--out", (dir_ / "ev.json").string()}, out, err,
-                      elsewhere), 0) << slurp(err);
+  ASSERT_EQ(
+      run_split({"evaluate", "--checkpoint", step.string(), "--out", (dir_ / "ev.json").string()}, out, err, elsewhere),
+      0)
+      << slurp(err);
   EXPECT_EQ(json_file(dir_ / "ev.json")["metrics"]["loss"].GetDouble(), final_val);
   EXPECT_EQ(run_split({"generate", "--checkpoint", step.string(), "--prompt", "the sky", "--max-new-tokens", "3"}, out,
-                      err, elsewhere), 0) << slurp(err);
+                      err, elsewhere),
+            0)
+      << slurp(err);
   EXPECT_FALSE(fs::exists(elsewhere / "cache")) << "the stored cache_dir resolved against the wrong folder";
 }
 
@@ -772,7 +825,8 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
   // (its --set lines would otherwise record a config that never ran).
   const std::string config_yaml = slurp(run_dir("refuse") / "config.yaml");
   ASSERT_FALSE(config_yaml.empty());
-  EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=2"}, dir_ / "m.log"), 2);
+  EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=2"}, dir_ / "m.log"),
+            2);
   EXPECT_NE(slurp(dir_ / "m.log").find("the checkpoint is at step 4, past training.max_steps = 2"), std::string::npos)
       << slurp(dir_ / "m.log");
   EXPECT_EQ(slurp(run_dir("refuse") / "config.yaml"), config_yaml);
@@ -780,9 +834,11 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
   // A step folder whose state.json says another step: refused with both numbers.
   fs::copy(step4, ckroot / "step_3", fs::copy_options::recursive);
   EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", (ckroot / "step_3").string()}, dir_ / "s.log"), 1);
-  EXPECT_NE(slurp(dir_ / "s.log").find((ckroot / "step_3" / "state.json").string() +
-                                       ": step 4 disagrees with the folder name step_3 (step 3)"),
-            std::string::npos) << slurp(dir_ / "s.log");
+  EXPECT_NE(slurp(dir_ / "s.log")
+                .find((ckroot / "step_3" / "state.json").string() +
+                      ": step 4 disagrees with the folder name step_3 (step 3)"),
+            std::string::npos)
+      << slurp(dir_ / "s.log");
   EXPECT_EQ(slurp(run_dir("refuse") / "config.yaml"), config_yaml);
   fs::remove_all(ckroot / "step_3");
 
@@ -799,16 +855,23 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
       if (line.find("optimizer.safetensors") == std::string::npos) kept += line + "\n";
     std::ofstream(stripped / "SHA256SUMS") << kept;
   }
-  ASSERT_EQ(run_host({"evaluate", "--checkpoint", stripped.string(), "--out", (dir_ / "e.json").string()}, dir_ / "e.log"), 0)
+  ASSERT_EQ(
+      run_host({"evaluate", "--checkpoint", stripped.string(), "--out", (dir_ / "e.json").string()}, dir_ / "e.log"), 0)
       << slurp(dir_ / "e.log");
   EXPECT_EQ(json_file(dir_ / "e.json")["metrics"]["loss"].GetDouble(), final_val);
   EXPECT_EQ(run_host({"generate", "--checkpoint", stripped.string(), "--prompt", "a", "--max-new-tokens", "2"},
-                     dir_ / "g.log"), 0) << slurp(dir_ / "g.log");
+                     dir_ / "g.log"),
+            0)
+      << slurp(dir_ / "g.log");
   EXPECT_EQ(run_host({"run", cfg.string(), "--resume-from", stripped.string(), "--set", "training.max_steps=6"},
-                     dir_ / "o.log"), 1);
-  EXPECT_NE(slurp(dir_ / "o.log").find((stripped / "optimizer.safetensors").string() + ": missing (resuming training needs "
-                                       "the optimizer state; evaluate and generate need only model.safetensors)"),
-            std::string::npos) << slurp(dir_ / "o.log");
+                     dir_ / "o.log"),
+            1);
+  EXPECT_NE(slurp(dir_ / "o.log")
+                .find((stripped / "optimizer.safetensors").string() +
+                      ": missing (resuming training needs "
+                      "the optimizer state; evaluate and generate need only model.safetensors)"),
+            std::string::npos)
+      << slurp(dir_ / "o.log");
 
   // Weights that give a NaN or infinite loss: evaluate exits 1 naming the
   // checkpoint, and writes no metrics file.
@@ -816,9 +879,11 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
     fs::remove_all(dir_ / "poisoned");
     const fs::path bad = write_poisoned_copy(step4, dir_ / "poisoned", fill);
     fs::remove(dir_ / "bad.json");
-    EXPECT_EQ(run_host({"evaluate", "--checkpoint", bad.string(), "--out", (dir_ / "bad.json").string()}, dir_ / "n.log"), 1)
+    EXPECT_EQ(
+        run_host({"evaluate", "--checkpoint", bad.string(), "--out", (dir_ / "bad.json").string()}, dir_ / "n.log"), 1)
         << slurp(dir_ / "n.log");
-    EXPECT_NE(slurp(dir_ / "n.log").find("evaluate: " + bad.string() + " gives a "), std::string::npos) << slurp(dir_ / "n.log");
+    EXPECT_NE(slurp(dir_ / "n.log").find("evaluate: " + bad.string() + " gives a "), std::string::npos)
+        << slurp(dir_ / "n.log");
     EXPECT_FALSE(fs::exists(dir_ / "bad.json"));
   }
 
@@ -833,27 +898,32 @@ TEST_F(E2E, CheckpointRefusalsNameTheProblem) {
     fs::create_directories(d);
     std::ofstream(d / "model.safetensors") << "partial";
   }
-  ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=5"}, dir_ / "t.log"), 0)
+  ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest", "--set", "training.max_steps=5"}, dir_ / "t.log"),
+            0)
       << slurp(dir_ / "t.log");
   EXPECT_FALSE(fs::exists(dead));
   EXPECT_TRUE(fs::exists(live));
-  EXPECT_NE(slurp(dir_ / "t.log").find("Removed " + dead.string() + ": a checkpoint left half-written"), std::string::npos)
+  EXPECT_NE(slurp(dir_ / "t.log").find("Removed " + dead.string() + ": a checkpoint left half-written"),
+            std::string::npos)
       << slurp(dir_ / "t.log");
   EXPECT_EQ(slurp(dir_ / "t.log").find(live.string()), std::string::npos);
 }
 
 TEST_F(E2E, GenerateFlagsFitTheStrategy) {
   const fs::path cfg = write_config("flags", 2);
-  ASSERT_EQ(run_host({"run", cfg.string(), "--set", "training.save_every=2"}, dir_ / "run.log"), 0) << slurp(dir_ / "run.log");
+  ASSERT_EQ(run_host({"run", cfg.string(), "--set", "training.save_every=2"}, dir_ / "run.log"), 0)
+      << slurp(dir_ / "run.log");
   const std::string ck = (run_dir("flags") / "checkpoints" / "latest").string();
   struct Bad {
     std::vector<std::string> flags;
     std::string message;
   };
   const Bad cases[] = {
-      {{"--temperature", "0.8"}, "--temperature is used only by --strategy sample (sampling temperature), not by strategy 'greedy'"},
+      {{"--temperature", "0.8"},
+       "--temperature is used only by --strategy sample (sampling temperature), not by strategy 'greedy'"},
       {{"--top-p", "0.9"}, "--top-p is used only by --strategy sample (nucleus sampling), not by strategy 'greedy'"},
-      {{"--strategy", "beam", "--top-p", "0.9"}, "--top-p is used only by --strategy sample (nucleus sampling), not by --strategy beam"},
+      {{"--strategy", "beam", "--top-p", "0.9"},
+       "--top-p is used only by --strategy sample (nucleus sampling), not by --strategy beam"},
       {{"--strategy", "beam", "--top-k", "3"}, "--top-k is used only by --strategy sample or contrastive"},
       {{"--strategy", "contrastive", "--temperature", "1.0"},
        "--temperature is used only by --strategy sample (sampling temperature), not by --strategy contrastive"},
@@ -866,12 +936,14 @@ TEST_F(E2E, GenerateFlagsFitTheStrategy) {
     args.insert(args.end(), c.flags.begin(), c.flags.end());
     EXPECT_EQ(run_host(args, dir_ / "bad.log"), 2) << c.message << "\n" << slurp(dir_ / "bad.log");
     EXPECT_NE(slurp(dir_ / "bad.log").find("[ERROR] generate: " + c.message), std::string::npos)
-        << c.message << "\n" << slurp(dir_ / "bad.log");
+        << c.message << "\n"
+        << slurp(dir_ / "bad.log");
   }
   // The flags each strategy uses are accepted.
-  for (const std::vector<std::string>& ok : {std::vector<std::string>{"--strategy", "sample", "--temperature", "0.8", "--top-k", "5", "--top-p", "0.9"},
-                                             {"--strategy", "contrastive", "--top-k", "3", "--penalty-alpha", "0.5"},
-                                             {"--strategy", "beam", "--num-beams", "2", "--length-penalty", "1.2"}}) {
+  for (const std::vector<std::string>& ok :
+       {std::vector<std::string>{"--strategy", "sample", "--temperature", "0.8", "--top-k", "5", "--top-p", "0.9"},
+        {"--strategy", "contrastive", "--top-k", "3", "--penalty-alpha", "0.5"},
+        {"--strategy", "beam", "--num-beams", "2", "--length-penalty", "1.2"}}) {
     std::vector<std::string> args = {"generate", "--checkpoint", ck, "--prompt", "a", "--max-new-tokens", "2"};
     args.insert(args.end(), ok.begin(), ok.end());
     EXPECT_EQ(run_host(args, dir_ / "ok.log"), 0) << ok[1] << "\n" << slurp(dir_ / "ok.log");
@@ -881,7 +953,8 @@ TEST_F(E2E, GenerateFlagsFitTheStrategy) {
   const std::string help = slurp(dir_ / "help.log");
   for (const char* flag : {"strategy", "temperature", "top-k", "top-p", "num-beams", "length-penalty", "penalty-alpha",
                            "max-new-tokens", "stop", "seed", "stream", "config"})
-    EXPECT_NE(option_help(help, flag).find("default"), std::string::npos) << "--" << flag << " shows no default:\n" << help;
+    EXPECT_NE(option_help(help, flag).find("default"), std::string::npos) << "--" << flag << " shows no default:\n"
+                                                                          << help;
   EXPECT_NE(option_help(help, "temperature").find("else 1)"), std::string::npos) << help;
   EXPECT_NE(option_help(help, "max-new-tokens").find("else 64)"), std::string::npos) << help;
 }
@@ -892,13 +965,21 @@ TEST_F(E2E, GenerateFlagsFitTheStrategy) {
 // default removes).
 TEST_F(E2E, EvaluationDoesNotDependOnBatchSize) {
   const fs::path cfg = write_config("bsize", 12);
-  ASSERT_EQ(run_host({"run", cfg.string(), "--set", "training.save_every=12"}, dir_ / "run.log"), 0) << slurp(dir_ / "run.log");
+  ASSERT_EQ(run_host({"run", cfg.string(), "--set", "training.save_every=12"}, dir_ / "run.log"), 0)
+      << slurp(dir_ / "run.log");
   const std::string ck = (run_dir("bsize") / "checkpoints" / "latest").string();
   std::set<double> tokens;
   auto ppl = [&](int bs, const std::string& eval_cf) {
     const fs::path out = dir_ / ("e" + std::to_string(bs) + ".json");
-    std::vector<std::string> args = {"evaluate", "--checkpoint", ck, "--out", out.string(), "--set", "data.batch_size=8",
-                                     "--set", "evaluation.batch_size=" + std::to_string(bs)};
+    std::vector<std::string> args = {"evaluate",
+                                     "--checkpoint",
+                                     ck,
+                                     "--out",
+                                     out.string(),
+                                     "--set",
+                                     "data.batch_size=8",
+                                     "--set",
+                                     "evaluation.batch_size=" + std::to_string(bs)};
     if (!eval_cf.empty()) args.insert(args.end(), {"--set", "model.eval_capacity_factor=" + eval_cf});
     EXPECT_EQ(run_host(args, dir_ / "e.log"), 0) << slurp(dir_ / "e.log");
     auto d = json_file(out);

@@ -28,9 +28,12 @@ struct DebugModel : zcode::sdk::Model {
   explicit DebugModel(const zcode::sdk::CreateContext&) {
     using zcode::sdk::kF32;
     using zcode::sdk::make_view;
-    v[0] = make_view(wq, kF32, 1, s2); g[0] = make_view(gq, kF32, 1, s2);
-    v[1] = make_view(wk, kF32, 1, s1); g[1] = make_view(gk, kF32, 1, s1);
-    v[2] = make_view(em, kF32, 1, s4); g[2] = make_view(ge, kF32, 1, s4);
+    v[0] = make_view(wq, kF32, 1, s2);
+    g[0] = make_view(gq, kF32, 1, s2);
+    v[1] = make_view(wk, kF32, 1, s1);
+    g[1] = make_view(gk, kF32, 1, s1);
+    v[2] = make_view(em, kF32, 1, s4);
+    g[2] = make_view(ge, kF32, 1, s4);
     const char* names[3] = {"layers.0.attn.wq", "layers.0.attn.wk", "embed.weight"};
     for (int i = 0; i < 3; ++i) p[i] = zc_param{names[i], &v[i], &g[i], 0, 0};
   }
@@ -105,7 +108,8 @@ struct Callbacks : ::testing::Test {
 
   const zc_callback_table* table(const std::string& name) {
     for (uint32_t i = 0; i < manifest->num_components; ++i)
-      if (manifest->components[i].name == name) return static_cast<const zc_callback_table*>(manifest->components[i].table);
+      if (manifest->components[i].name == name)
+        return static_cast<const zc_callback_table*>(manifest->components[i].table);
     return nullptr;
   }
   void* create(const std::string& name, const std::string& opts, const std::string& config) {
@@ -144,7 +148,9 @@ struct Callbacks : ::testing::Test {
 TEST_F(Callbacks, CheckpointCadence) {
   void* c = create("checkpoint", R"({"type":"checkpoint","every":3})", "{}");
   for (uint64_t s = 1; s <= 7; ++s)
-    EXPECT_EQ(send("checkpoint", c, ZC_EVENT_STEP_END, s, "{}"), (s % 3 == 0) ? static_cast<uint32_t>(ZC_CALLBACK_REQUEST_CHECKPOINT) : 0u) << s;
+    EXPECT_EQ(send("checkpoint", c, ZC_EVENT_STEP_END, s, "{}"),
+              (s % 3 == 0) ? static_cast<uint32_t>(ZC_CALLBACK_REQUEST_CHECKPOINT) : 0u)
+        << s;
   table("checkpoint")->destroy(c);
   // Without `every`: training.save_every.
   void* d = create("checkpoint", R"({"type":"checkpoint"})", R"({"training":{"save_every":2}})");
@@ -163,13 +169,21 @@ TEST_F(Callbacks, EarlyStoppingPatienceAndState) {
   EXPECT_EQ(send("early_stopping", e, ZC_EVENT_EVAL_END, 3, R"({"loss":2.495})"), 0u);
   // Save after 1 bad evaluation, restore into a fresh instance: it stops on the next bad one.
   std::string json;
-  zc_state_writer w{sizeof(zc_state_writer), 0, &json, nullptr,
-                    [](void* c, const char* j, size_t n) -> zc_status* { static_cast<std::string*>(c)->assign(j, n); return nullptr; }};
+  zc_state_writer w{sizeof(zc_state_writer), 0, &json, nullptr, [](void* c, const char* j, size_t n) -> zc_status* {
+                      static_cast<std::string*>(c)->assign(j, n);
+                      return nullptr;
+                    }};
   ASSERT_EQ(table("early_stopping")->save_state(e, &w), nullptr);
   EXPECT_EQ(send("early_stopping", e, ZC_EVENT_EVAL_END, 4, R"({"loss":2.6})"), ZC_CALLBACK_REQUEST_STOP);
   void* f = create("early_stopping", R"({"type":"early_stopping","patience":2,"min_delta":0.01})", "{}");
-  zc_state_reader r{sizeof(zc_state_reader), 0, nullptr, [](void*, const char*) -> const DLTensor* { return nullptr; },
-                    [](void*) -> size_t { return 0; }, [](void*, size_t) -> const char* { return nullptr; }, json.c_str(), json.size()};
+  zc_state_reader r{sizeof(zc_state_reader),
+                    0,
+                    nullptr,
+                    [](void*, const char*) -> const DLTensor* { return nullptr; },
+                    [](void*) -> size_t { return 0; },
+                    [](void*, size_t) -> const char* { return nullptr; },
+                    json.c_str(),
+                    json.size()};
   ASSERT_EQ(table("early_stopping")->load_state(f, &r), nullptr);
   EXPECT_EQ(send("early_stopping", f, ZC_EVENT_EVAL_END, 4, R"({"loss":2.6})"), ZC_CALLBACK_REQUEST_STOP);
   table("early_stopping")->destroy(e);
@@ -225,9 +239,11 @@ TEST_F(Callbacks, StepZeroEvaluationIsHistoryButNotBest) {
 
 TEST_F(Callbacks, ModelCardRendersACustomTemplate) {
   const fs::path tpl = dir / "card.mustache";
-  std::ofstream(tpl) << "{{experiment_name}}|{{params_total}}|{{#provenance}}{{path}}:{{records}}:{{license}};{{/provenance}}|"
-                        "{{cpu_core_hours}}|{{energy_kwh}}|{{co2_kg}}|{{#eval_metrics}}{{key}}={{value}},{{/eval_metrics}}";
-  void* c = create("model_card", R"({"type":"model_card"})", R"({"model_card":{"template":")" + tpl.string() + R"("}})");
+  std::ofstream(tpl)
+      << "{{experiment_name}}|{{params_total}}|{{#provenance}}{{path}}:{{records}}:{{license}};{{/provenance}}|"
+         "{{cpu_core_hours}}|{{energy_kwh}}|{{co2_kg}}|{{#eval_metrics}}{{key}}={{value}},{{/eval_metrics}}";
+  void* c =
+      create("model_card", R"({"type":"model_card"})", R"({"model_card":{"template":")" + tpl.string() + R"("}})");
   // 3600 s on 2 threads = 2 core-hours; 2 × 10 W × PUE 1 / 1000 = 0.02 kWh;
   // 0.02 × 0.475 = 0.0095 kg CO2e.
   send("model_card", c, ZC_EVENT_TEARDOWN, 10,
@@ -283,7 +299,8 @@ TEST_F(Callbacks, ModelCardTemplateNestingAndSizeAreBounded) {
   EXPECT_EQ(create_error(nested(65)), where + ":65: sections nested deeper than 64 levels");
   EXPECT_EQ(create_error(nested(50000)), where + ":65: sections nested deeper than 64 levels");
   // Set-delimiter tags do not hide the sections: line 1 changes them, so the 65th is on line 66.
-  EXPECT_EQ(create_error("{{=<% %>=}}\n" + nested(50000, "<%", "%>")), where + ":66: sections nested deeper than 64 levels");
+  EXPECT_EQ(create_error("{{=<% %>=}}\n" + nested(50000, "<%", "%>")),
+            where + ":66: sections nested deeper than 64 levels");
   EXPECT_EQ(create_error(std::string((1 << 20) + 1, 'x')),
             where + ": 1048577 bytes, more than the 1048576-byte limit of a template");
 }

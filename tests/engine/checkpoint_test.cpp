@@ -137,7 +137,8 @@ TEST(Checkpoint, CorruptionsAreRefusedNamingTheFile) {
     { std::ofstream(d / "SHA256SUMS") << sums; }
     std::string e = load_error(d);
     EXPECT_NE(e.find("model.safetensors: safetensors: tensor 'embed.weight': data_offsets end 4000 exceeds"),
-              std::string::npos) << e;
+              std::string::npos)
+        << e;
   }
   EXPECT_EQ(load_error(good), "") << "the original checkpoint must be untouched";
 }
@@ -156,7 +157,8 @@ TEST(Checkpoint, DeeplyNestedStateJsonIsRefusedNotACrash) {
   { std::ofstream(d / "SHA256SUMS") << sums; }
   std::string shown = "x";
   for (int i = 0; i < 255; ++i) shown += "[0]";
-  EXPECT_EQ(load_error(d), (d / "state.json").string() + ":1:270: nesting deeper than 256 levels at " + shown.substr(0, 80) + "...");
+  EXPECT_EQ(load_error(d),
+            (d / "state.json").string() + ":1:270: nesting deeper than 256 levels at " + shown.substr(0, 80) + "...");
   // evaluate/generate without --config read only state.json's config: the same bound.
   try {
     (void)zcode::ckpt::stored_config_json(d);
@@ -238,7 +240,8 @@ TEST(Checkpoint, ResolveTakesTheLatestPointerFile) {
     zcode::ckpt::resolve((root / "notes.txt").string(), run);
     ADD_FAILURE() << "a plain file was accepted";
   } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("notes.txt: is a file, not a checkpoint folder"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("notes.txt: is a file, not a checkpoint folder"), std::string::npos)
+        << e.what();
   }
   // A pointer file naming garbage is refused naming the file.
   { std::ofstream(root / "latest") << "../../etc\n"; }
@@ -253,7 +256,8 @@ TEST(Checkpoint, ModelOnlyLoadNeedsNoOptimizerFile) {
   // A full load (resume) names the missing file and says what needs it.
   const std::string e = load_error(dir);
   EXPECT_NE(e.find((dir / "optimizer.safetensors").string() + ": missing (resuming training needs the optimizer state"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   // Also when its SHA256SUMS line was removed with it (today's message was about SHA256SUMS).
   std::ifstream in(dir / "SHA256SUMS");
   std::string line, kept;
@@ -290,8 +294,10 @@ TEST(Checkpoint, StepMustMatchTheFolderName) {
   fs::path dir = zcode::ckpt::write_checkpoint(root, contents(6), 0);
   fs::rename(dir, root / "step_60");
   const std::string e = load_error(root / "step_60");
-  EXPECT_NE(e.find((root / "step_60" / "state.json").string() + ": step 6 disagrees with the folder name step_60 (step 60)"),
-            std::string::npos) << e;
+  EXPECT_NE(
+      e.find((root / "step_60" / "state.json").string() + ": step 6 disagrees with the folder name step_60 (step 60)"),
+      std::string::npos)
+      << e;
   // A trailing slash names the same folder.
   EXPECT_NE(load_error((root / "step_60").string() + "/").find("disagrees"), std::string::npos);
   // Under a name that is not step_N (a copy kept aside) it loads.

@@ -88,7 +88,8 @@ TEST(Generate, TemperatureZeroIsGreedyAndTopK1IsGreedy) {
     o.strategy = "sample";
     o.max_new_tokens = 10;
     o.seed = 7;
-    if (variant == 0) o.temperature = 0; else o.top_k = 1;
+    if (variant == 0) o.temperature = 0;
+    else o.top_k = 1;
     auto r = zcode::gen::generate(m, std::vector<int32_t>{0}, o, 0, 5, 32);
     EXPECT_EQ(r.generated, (std::vector<int32_t>{2, 1, 3})) << "variant " << variant;
   }
@@ -172,8 +173,8 @@ TEST(Generate, BeamSearchFindsTheMoreLikelySequence) {
     return r;
   };
   std::vector<std::vector<float>> t = {lg({.025, .5, .4, .025, .025, .025}), lg({.1, .1, .1, .2, .2, .3}),
-                                       lg({.02, .02, .02, .02, .02, .9}),     lg({.2, .2, .2, .2, .1, .1}),
-                                       lg({.2, .2, .2, .2, .1, .1}),          lg({.2, .2, .2, .2, .1, .1})};
+                                       lg({.02, .02, .02, .02, .02, .9}),    lg({.2, .2, .2, .2, .1, .1}),
+                                       lg({.2, .2, .2, .2, .1, .1}),         lg({.2, .2, .2, .2, .1, .1})};
   Bigram g(t);
   GenerationOptions o;
   o.max_new_tokens = 5;

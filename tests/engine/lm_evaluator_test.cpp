@@ -20,7 +20,8 @@ using namespace zcode::sdk;
 constexpr int kV = 5;
 
 // logits of the next token given the current one (a bigram table).
-const float kW[kV][kV] = {{2, 1, 0, -1, 0.5f}, {0, 3, 1, 1, 0}, {1, 1, 1, 1, 1.5f}, {-2, 0, 4, 0, 0}, {0.5f, 0.5f, 0, 2, 1}};
+const float kW[kV][kV] = {
+    {2, 1, 0, -1, 0.5f}, {0, 3, 1, 1, 0}, {1, 1, 1, 1, 1.5f}, {-2, 0, 4, 0, 0}, {0.5f, 0.5f, 0, 2, 1}};
 
 bool g_has_eval = true;
 int g_next_calls = 0;  // FakeData::next_batch calls (evaluation.max_batches)
@@ -123,7 +124,8 @@ const zc_evaluator_table* load_lm(const zc_host_services* host) {
   const zc_manifest* m = nullptr;
   if (!neg || neg(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, host, &ma, &mi, &m) != ZC_OK) return nullptr;
   for (uint32_t i = 0; i < m->num_components; ++i)
-    if (std::string(m->components[i].name) == "lm") return static_cast<const zc_evaluator_table*>(m->components[i].table);
+    if (std::string(m->components[i].name) == "lm")
+      return static_cast<const zc_evaluator_table*>(m->components[i].table);
   return nullptr;
 }
 
@@ -134,7 +136,8 @@ std::map<std::string, double> run_lm(const zc_host_services* host, int batch_siz
   zc_create_args a{};
   a.struct_size = sizeof a;
   a.host = host;
-  const std::string opts = "{\"plugins\":[\"lm\"],\"split\":\"val\",\"batch_size\":" + std::to_string(batch_size) + extra + "}";
+  const std::string opts =
+      "{\"plugins\":[\"lm\"],\"split\":\"val\",\"batch_size\":" + std::to_string(batch_size) + extra + "}";
   a.options_json = opts.c_str();
   a.config_json = "{}";
   a.run_dir = "";
@@ -147,7 +150,8 @@ std::map<std::string, double> run_lm(const zc_host_services* host, int batch_siz
   zc_status* s = lm->create(&a, &ev);
   EXPECT_EQ(s, nullptr) << zcode::status_message(s);
   std::map<std::string, double> out;
-  zc_metrics_sink sink{&out, [](void* c, const char* n, double v) { (*static_cast<std::map<std::string, double>*>(c))[n] = v; }};
+  zc_metrics_sink sink{
+      &out, [](void* c, const char* n, double v) { (*static_cast<std::map<std::string, double>*>(c))[n] = v; }};
   s = lm->evaluate(ev, zc_stage_ref{&detail::DataLoaderThunks<FakeData>::table, data}, &sink);
   EXPECT_EQ(s, nullptr) << zcode::status_message(s);
   lm->destroy(ev);

@@ -41,10 +41,9 @@ TEST(Safetensors, ReadsAHandBuiltFile) {
   std::vector<uint8_t> data{7, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
   auto fl = floats({1.5f, -2.0f});
   data.insert(data.end(), fl.begin(), fl.end());
-  auto f = file_with(
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]},)"
-      R"("b":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})",
-      data);
+  auto f = file_with(R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]},)"
+                     R"("b":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})",
+                     data);
   st::Reader r(f, "m.safetensors");
   ASSERT_EQ(r.tensors().size(), 2u);
   EXPECT_EQ(r.metadata().at("format"), "pt");
@@ -91,9 +90,9 @@ TEST(Safetensors, WriterRefusesBadInput) {
   float v[2] = {1, 2};
   int64_t s2[1] = {2}, s3[1] = {3};
   w.add("a", "F32", s2, v, 8);
-  EXPECT_THROW(w.add("a", "F32", s2, v, 8), zcode::sdk::Error);   // duplicate
-  EXPECT_THROW(w.add("b", "F32", s3, v, 8), zcode::sdk::Error);   // size mismatch
-  EXPECT_THROW(w.add("c", "Q4", s2, v, 8), zcode::sdk::Error);    // unknown dtype
+  EXPECT_THROW(w.add("a", "F32", s2, v, 8), zcode::sdk::Error);  // duplicate
+  EXPECT_THROW(w.add("b", "F32", s3, v, 8), zcode::sdk::Error);  // size mismatch
+  EXPECT_THROW(w.add("c", "Q4", s2, v, 8), zcode::sdk::Error);   // unknown dtype
 }
 
 TEST(Safetensors, RefusesLyingHeaders) {
@@ -111,12 +110,18 @@ TEST(Safetensors, RefusesLyingHeaders) {
       {file_with(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", d8), "non-negative"},
       {file_with(R"({"a":{"dtype":"X9","shape":[2],"data_offsets":[0,8]}})", d8), "unknown dtype"},
       {file_with(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})", d8), "do not match"},
-      {file_with(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", d8), "overlaps"},
+      {file_with(
+           R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+           d8),
+       "overlaps"},
       {file_with(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", d8), "hole"},
       {file_with(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", d8), "trailing"},
       {file_with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", d8), "not valid JSON"},
       {file_with(R"([1,2])", d8), "does not start with '{'"},
-      {file_with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", d8), "duplicate"},
+      {file_with(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+           d8),
+       "duplicate"},
   };
   // A header size larger than the file.
   auto big = file_with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", d8);
@@ -140,7 +145,8 @@ TEST(Safetensors, DeeplyNestedHeaderIsRefusedNotACrash) {
   for (int i = 0; i < 255; ++i) shown += "[0]";
   for (size_t n : {size_t{256}, size_t{1000000}}) {
     std::string e = error_of(file_with("{\"a\":" + std::string(n, '[') + std::string(n, ']') + "}", {}));
-    EXPECT_EQ(e, "m.safetensors: safetensors: header: nesting deeper than 256 levels at " + shown.substr(0, 80) + "...") << n;
+    EXPECT_EQ(e, "m.safetensors: safetensors: header: nesting deeper than 256 levels at " + shown.substr(0, 80) + "...")
+        << n;
   }
 }
 

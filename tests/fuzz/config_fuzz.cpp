@@ -22,8 +22,8 @@
 #include <zcode/core/config.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -48,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     zcode::HarnessConfig again = zcode::HarnessConfig::from_string(yaml, "roundtrip.yaml");
     again.validate(nullptr);
     if (again.to_json() != cfg.to_json()) {
-      std::fprintf(stderr, "round trip changed the config:\n%s\n---\n%s\n", cfg.to_json().c_str(), again.to_json().c_str());
+      std::fprintf(stderr, "round trip changed the config:\n%s\n---\n%s\n", cfg.to_json().c_str(),
+                   again.to_json().c_str());
       std::abort();
     }
   } catch (const std::exception& e) {

@@ -72,13 +72,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   try {
     switch (data[0] % 4) {
-      case 0:
-        encode_some(BpeModel::parse_hf_json(rest, "fuzz.json", kFuzzCacheWords));
-        break;
+      case 0: encode_some(BpeModel::parse_hf_json(rest, "fuzz.json", kFuzzCacheWords)); break;
       case 1: {
         size_t z = rest.find('\0');
         if (z == std::string_view::npos) return 0;
-        encode_some(BpeModel::parse_gpt2(rest.substr(0, z), rest.substr(z + 1), "vocab.json", "merges.txt", kFuzzCacheWords));
+        encode_some(
+            BpeModel::parse_gpt2(rest.substr(0, z), rest.substr(z + 1), "vocab.json", "merges.txt", kFuzzCacheWords));
         break;
       }
       case 2: {

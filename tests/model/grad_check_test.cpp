@@ -259,8 +259,8 @@ TEST(FusedLmHead, ThreadCountIndependent) {
     std::vector<float> logits(size_t(chunk) * V), scr(size_t(glm52::head_xent_fused_scratch(chunk, V, d)));
     std::vector<float> out(size_t(rows) * d + size_t(V) * d, 0.f);
     std::vector<double> nll(rows);
-    glm52::head_xent_fused<float>(rows, chunk, V, d, h.data(), W.data(), labels.data(), 0.5f, logits.data(),
-                                  scr.data(), nll.data(), out.data(), out.data() + size_t(rows) * d);
+    glm52::head_xent_fused<float>(rows, chunk, V, d, h.data(), W.data(), labels.data(), 0.5f, logits.data(), scr.data(),
+                                  nll.data(), out.data(), out.data() + size_t(rows) * d);
     std::vector<float> all(out);
     for (double v : nll) all.push_back(static_cast<float>(v));
     return all;
@@ -299,8 +299,9 @@ void attention_case(bool docs, bool head_mask, int T = 5) {
     return dot(o, w);
   };
   Vec o, P(B * H * T * T), dqkv(B * T * ld), scratch(size_t(glm52::kAttnTile) * T * omp_get_max_threads());
-  const int64_t masked = glm52::attention_fwd(qkv.data(), P.data(), (o.assign(B * T * H * hd, 0.0), o.data()),
-                                              mask.data(), B, T, H, Hkv, hd, docs ? doc.data() : nullptr, head_mask, thr);
+  const int64_t masked =
+      glm52::attention_fwd(qkv.data(), P.data(), (o.assign(B * T * H * hd, 0.0), o.data()), mask.data(), B, T, H, Hkv,
+                           hd, docs ? doc.data() : nullptr, head_mask, thr);
   if (head_mask) {
     EXPECT_GT(masked, 0) << "threshold should mask some rows";
     EXPECT_LT(masked, B * T * H) << "threshold should keep some rows";
@@ -311,7 +312,8 @@ void attention_case(bool docs, bool head_mask, int T = 5) {
     double s[3], mx = -1e300, sum = 0;
     for (int j = 0; j <= t; ++j) {
       s[j] = 0;
-      for (int i = 0; i < hd; ++i) s[j] += qkv[(b * T + t) * ld + h * hd + i] * qkv[(b * T + j) * ld + (H + g) * hd + i];
+      for (int i = 0; i < hd; ++i)
+        s[j] += qkv[(b * T + t) * ld + h * hd + i] * qkv[(b * T + j) * ld + (H + g) * hd + i];
       s[j] /= std::sqrt(3.0);
       mx = std::max(mx, s[j]);
     }
@@ -396,13 +398,14 @@ void model_case(const ModelCase& mc, int B = 2, int T = 8) {
 }
 
 TEST(GradCheckModel, DeepNormScaleNormMoECapacitySharedDense) {
-  model_case({"deepnorm+scalenorm, softmax router top-2, capacity drops, shared expert, dense first layer, "
-              "GQA, doc mask, partial rotary",
-              R"({"vocab_size": 37, "d_model": 12, "n_layers": 3, "n_heads": 4, "n_kv_heads": 2, "head_dim": 4,
+  model_case(
+      {"deepnorm+scalenorm, softmax router top-2, capacity drops, shared expert, dense first layer, "
+       "GQA, doc mask, partial rotary",
+       R"({"vocab_size": 37, "d_model": 12, "n_layers": 3, "n_heads": 4, "n_kv_heads": 2, "head_dim": 4,
                   "ffn_hidden": 10, "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 6,
                   "moe_shared_experts": 1, "first_dense_layers": 1, "capacity_factor": 1.0,
                   "moe_aux_loss_coef": 0.3, "moe_z_loss_coef": 0.05, "rotary_fraction": 0.5, "max_seq_len": 16})",
-              R"({"data": {"cross_document_attention": false}})", true});
+       R"({"data": {"cross_document_attention": false}})", true});
 }
 
 TEST(GradCheckModel, PreNormRMSNormSigmoidRouterUntied) {

@@ -7,11 +7,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <new>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <vector>
 
 namespace {
@@ -233,7 +233,8 @@ TEST(Model, ErrorsNameTheProblem) {
     glm52_test::make_config(R"({"vocab_size": 10, "variant": "huge"})");
     FAIL() << "no error";
   } catch (const zcode::sdk::Error& e) {
-    EXPECT_STREQ(e.what(), "model.variant: unknown model variant 'huge' (expected one of: nano, tiny, base, large, xl)");
+    EXPECT_STREQ(e.what(),
+                 "model.variant: unknown model variant 'huge' (expected one of: nano, tiny, base, large, xl)");
   }
   try {
     glm52_test::make_config(R"({"vocab_size": 10, "d_modle": 8})");
@@ -253,8 +254,8 @@ TEST(Model, VariantParameterCounts) {
     const uint64_t d = c.d_model, L = c.n_layers, E = c.moe_experts, F = c.moe_ffn_hidden;
     const uint64_t attn = d * c.head_dim * (2ull * c.n_heads + 2ull * c.n_kv_heads) + c.rotary_dims() / 2 + 2;
     const uint64_t moe_layers = L - c.first_dense_layers;
-    const uint64_t expect = 50304 * d + L * attn + c.first_dense_layers * 3ull * d * c.ffn_hidden +
-                            moe_layers * (E * d + E * 3ull * d * F);
+    const uint64_t expect =
+        50304 * d + L * attn + c.first_dense_layers * 3ull * d * c.ffn_hidden + moe_layers * (E * d + E * 3ull * d * F);
     EXPECT_EQ(total, expect) << v;
     EXPECT_EQ(active, expect - moe_layers * (E - c.moe_top_k) * 3ull * d * F) << v;
     if (v == "tiny") {
@@ -330,7 +331,8 @@ TEST(ForwardEval, ArgmaxMatchesFullLogits) {
   std::vector<float> logits(T * V);
   for (int r = 0; r < B; ++r) {
     model.forward_logits(ids.data() + r * T, T, logits.data());
-    for (int t = 0; t < T; ++t) EXPECT_EQ(am[r * T + t], argmax(logits.data() + t * V, V)) << "row " << r << " pos " << t;
+    for (int t = 0; t < T; ++t)
+      EXPECT_EQ(am[r * T + t], argmax(logits.data() + t * V, V)) << "row " << r << " pos " << t;
   }
 }
 

@@ -8,8 +8,8 @@
 #include <dlfcn.h>
 
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -76,8 +76,13 @@ const DLTensor* get_tensor(void* ctx, const char* name) {
   auto it = s->tensors.find(name);
   if (it == s->tensors.end()) return nullptr;
   Stored& st = it->second;
-  st.t = DLTensor{st.data.data(), {kDLCPU, 0}, static_cast<int32_t>(st.shape.size()), {kDLFloat, 32, 1},
-                  st.shape.data(), nullptr, 0};
+  st.t = DLTensor{st.data.data(),
+                  {kDLCPU, 0},
+                  static_cast<int32_t>(st.shape.size()),
+                  {kDLFloat, 32, 1},
+                  st.shape.data(),
+                  nullptr,
+                  0};
   return &st.t;
 }
 size_t num_tensors(void* ctx) { return static_cast<Store*>(ctx)->tensors.size(); }
@@ -208,7 +213,8 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   batch.targets = DLTensor{tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
   zc_fb_options o{sizeof(zc_fb_options), ZC_LABELS_TARGETS, 12.0, 1.0, 0};
   std::map<std::string, double> got;
-  zc_metrics_sink sink{&got, [](void* c, const char* n, double v) { (*static_cast<std::map<std::string, double>*>(c))[n] = v; }};
+  zc_metrics_sink sink{
+      &got, [](void* c, const char* n, double v) { (*static_cast<std::map<std::string, double>*>(c))[n] = v; }};
   ASSERT_EQ(call(table_->forward_backward(m, &batch, &o, &sink)), "");
   for (const char* k : {"loss", "ce_loss", "aux_loss", "z_loss", "moe_load_0", "moe_load_3", "moe_dropped_fraction",
                         "masked_head_fraction", "tokens"})
@@ -371,8 +377,8 @@ TEST_F(PluginTest, EstimateMemoryListsTheParametersCreateMakes) {
   uint64_t floats = 0;
   for (size_t i = 0; i < list.count; ++i) {
     EXPECT_EQ(rec.params[i].first, list.params[i].name);
-    EXPECT_EQ(rec.params[i].second,
-              std::vector<int64_t>(list.params[i].value->shape, list.params[i].value->shape + list.params[i].value->ndim));
+    EXPECT_EQ(rec.params[i].second, std::vector<int64_t>(list.params[i].value->shape,
+                                                         list.params[i].value->shape + list.params[i].value->ndim));
     uint64_t n = 1;
     for (int64_t s : rec.params[i].second) n *= static_cast<uint64_t>(s);
     floats += n;

@@ -71,14 +71,15 @@ const Case kCases[] = {
     {"document_mask", R"({"first_dense_layers": 1, "capacity_factor": 1.0})", 3, 24, 3, 6},
     {"shared_expert", R"({"moe_shared_experts": 1, "first_dense_layers": 1, "capacity_factor": 1.0})", 2, 16, 1, 7},
     {"prenorm_rmsnorm", R"({"residual": "prenorm", "norm": "rmsnorm", "first_dense_layers": 1})", 2, 16, 1, 8},
-    {"sigmoid_router", R"({"router_activation": "sigmoid", "norm_topk_prob": false, "capacity_factor": 1.0})", 2,
-     16, 1, 9},
+    {"sigmoid_router", R"({"router_activation": "sigmoid", "norm_topk_prob": false, "capacity_factor": 1.0})", 2, 16, 1,
+     9},
     {"dynamic_head_mask", R"({"dynamic_head_mask": {"enabled": true, "entropy_threshold": 1.5}})", 2, 24, 1, 10},
     {"untied_head", R"({"tie_embeddings": false, "first_dense_layers": 2})", 2, 16, 1, 11},
     {"everything", R"({"d_model": 64, "head_dim": 16, "n_kv_heads": 2, "rotary_fraction": 0.5,
        "moe_shared_experts": 1, "first_dense_layers": 1, "capacity_factor": 0.75, "residual": "prenorm",
        "norm": "rmsnorm", "tie_embeddings": false,
-       "dynamic_head_mask": {"enabled": true, "entropy_threshold": 1.5}})", 3, 32, 3, 12},
+       "dynamic_head_mask": {"enabled": true, "entropy_threshold": 1.5}})",
+     3, 32, 3, 12},
 };
 
 // gtest prints a case by its name (not its bytes).
@@ -263,8 +264,8 @@ struct Plugin {
     }
     uint32_t major = 0, minor = 0;
     const zc_manifest* manifest = nullptr;
-    zc_status_code rc = negotiate(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, host.services(), &major, &minor,
-                                  &manifest);
+    zc_status_code rc =
+        negotiate(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, host.services(), &major, &minor, &manifest);
     if (rc != ZC_OK || !manifest || major != ZC_ABI_VERSION_MAJOR || minor > ZC_ABI_VERSION_MINOR) {
       error = "negotiation refused: rc " + std::to_string(rc) + ", plugin ABI " + std::to_string(major) + "." +
               std::to_string(minor);
@@ -272,7 +273,8 @@ struct Plugin {
     }
     for (uint32_t i = 0; i < manifest->num_components; ++i) {
       const zc_component& c = manifest->components[i];
-      if (c.kind == ZC_KIND_MODEL && std::string(c.name) == "glm52") model = static_cast<const zc_model_table*>(c.table);
+      if (c.kind == ZC_KIND_MODEL && std::string(c.name) == "glm52")
+        model = static_cast<const zc_model_table*>(c.table);
     }
     if (!model) {
       error = "no model component named glm52 in the manifest";
@@ -301,8 +303,8 @@ TEST_P(Glm52VsReference, LossMetricsAndGradientsMatch) {
   ASSERT_TRUE(pl.model) << pl.error;
   const zc_model_table& T = *pl.model;
 
-  const fs::path dir = fs::temp_directory_path() /
-                       ("zcode_glm52_ref_" + std::string(c.name) + "_" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("zcode_glm52_ref_" + std::string(c.name) + "_" + std::to_string(getpid()));
   fs::create_directories(dir);
   const std::string options = merged_options(c.overrides);
   ASSERT_FALSE(options.empty()) << "bad case JSON";
@@ -310,16 +312,26 @@ TEST_P(Glm52VsReference, LossMetricsAndGradientsMatch) {
   SCOPED_TRACE("case files in " + dir.string());
 
   // 1. The reference makes the weights and the batch and computes on them.
-  std::vector<std::string> argv = {ZCODE_REFERENCE_PYTHON, ZCODE_REFERENCE_SCRIPT,
-                                   "--config", (dir / "config.json").string(),
-                                   "--make-weights", (dir / "weights.safetensors").string(),
-                                   "--make-batch", (dir / "batch.safetensors").string(),
-                                   "--out", (dir / "reference.safetensors").string(),
-                                   "--seed", std::to_string(c.seed),
-                                   "--batch-size", std::to_string(c.batch),
-                                   "--seq-len", std::to_string(c.seq),
-                                   "--docs", std::to_string(c.docs),
-                                   "--normalizer-scale", "2"};
+  std::vector<std::string> argv = {ZCODE_REFERENCE_PYTHON,
+                                   ZCODE_REFERENCE_SCRIPT,
+                                   "--config",
+                                   (dir / "config.json").string(),
+                                   "--make-weights",
+                                   (dir / "weights.safetensors").string(),
+                                   "--make-batch",
+                                   (dir / "batch.safetensors").string(),
+                                   "--out",
+                                   (dir / "reference.safetensors").string(),
+                                   "--seed",
+                                   std::to_string(c.seed),
+                                   "--batch-size",
+                                   std::to_string(c.batch),
+                                   "--seq-len",
+                                   std::to_string(c.seq),
+                                   "--docs",
+                                   std::to_string(c.docs),
+                                   "--normalizer-scale",
+                                   "2"};
   if (c.docs <= 1) argv.push_back("--no-doc-ids");
   int rc = run(argv, dir / "reference.log");
   ASSERT_EQ(rc, 0) << "the PyTorch reference failed (" << ZCODE_REFERENCE_PYTHON
@@ -484,8 +496,7 @@ TEST_P(Glm52VsReference, LossMetricsAndGradientsMatch) {
     double gmax = 0;
     for (double x : g) gmax = std::max(gmax, std::fabs(x));
     if (gmax > 0) {
-      EXPECT_LE(err, 1e-4) << p.name << ": max|g_cpp − g_ref| / max|g_ref| = " << err << " (max|g_ref| " << gmax
-                           << ")";
+      EXPECT_LE(err, 1e-4) << p.name << ": max|g_cpp − g_ref| / max|g_ref| = " << err << " (max|g_ref| " << gmax << ")";
     } else {
       EXPECT_LE(err, 1e-12) << p.name << ": the reference gradient is 0, C++ has max|g| " << err;
     }

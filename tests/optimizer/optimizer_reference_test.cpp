@@ -70,8 +70,8 @@ void run_case(const Case& c) {
   ztest::FakeModel m(specs);
   for (size_t i = 0; i < m.count(); ++i) ztest::fill_normal(m.value(i), 31 * i + 7, 0.5f);
 
-  const std::string opts = "{" + c.options + (c.options.empty() ? "" : ",") + "\"weight_decay\":" +
-                           std::to_string(c.wd) + "," + kGroups + "}";
+  const std::string opts = "{" + c.options + (c.options.empty() ? "" : ",") +
+                           "\"weight_decay\":" + std::to_string(c.wd) + "," + kGroups + "}";
   ztest::Opt o(c.optimizer, opts, m);
   ASSERT_EQ(o.error(), "") << opts;
 
@@ -132,8 +132,8 @@ void run_case(const Case& c) {
   const bool torch = c.optimizer == "adamw" || c.optimizer == "sgd";
   const std::string script = torch ? (fs::path(ZC_OPTIM_REFERENCE_SCRIPT).parent_path() / "optim_torch.py").string()
                                    : std::string(ZC_OPTIM_REFERENCE_SCRIPT);
-  const std::string cmd = std::string(kPython) + " " + script + " " + json.string() + " " + bin.string() + " " +
-                          out.string() + " 2>&1";
+  const std::string cmd =
+      std::string(kPython) + " " + script + " " + json.string() + " " + bin.string() + " " + out.string() + " 2>&1";
   fs::remove(out);
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 
@@ -152,7 +152,8 @@ void run_case(const Case& c) {
     }
   // Sanity of the comparison itself: the parameters did move.
   double moved = 0;
-  for (size_t j = 0; j < per_step; ++j) moved = std::max(moved, std::fabs(static_cast<double>(ours.back()[j]) - init[j]));
+  for (size_t j = 0; j < per_step; ++j)
+    moved = std::max(moved, std::fabs(static_cast<double>(ours.back()[j]) - init[j]));
   EXPECT_GT(moved, c.min_moved) << c.id;
   std::printf("[ %s ] max |ours - reference| over %d steps = %.3g\n", c.id.c_str(), steps, worst);
 }
@@ -175,8 +176,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"adafactor_relative_momentum", "adafactor",
              R"("lr":0.01,"beta1":0.9,"relative_step":true,"scale_parameter":true,"clip_threshold":0.8)", 0.01, 1.0},
         // warmup_init steps are 1e-6·t: the parameters move by ~1e-5 only.
-        Case{"adafactor_warmup_init", "adafactor", R"("lr":0.01,"relative_step":true,"warmup_init":true)", 0.01, 0.0,
-             0, 0, 1e-6, 1e-6},
+        Case{"adafactor_warmup_init", "adafactor", R"("lr":0.01,"relative_step":true,"warmup_init":true)", 0.01, 0.0, 0,
+             0, 1e-6, 1e-6},
         Case{"sophia_clip", "sophia", R"("betas":[0.9,0.99],"rho":0.04,"hessian_update_interval":5)", 0.1, 1.0, 5, 64},
         Case{"zerosum_sgd_clip", "zerosum_sgd", R"("momentum":0.9,"nesterov":true)", 0.01, 1.0}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.id; });

@@ -212,7 +212,8 @@ TEST(Optimizers, OneLineErrorsNameTheOption) {
            // optimizer.eps is a number config-wide (the host's schema), so Adafactor's ε2 has its own key.
            Case{"adafactor", R"({"eps":[1e-30,1e-3]})", "optimizer.eps: expected a number, found array"},
            Case{"adafactor", R"({"eps2":-1})", "optimizer.eps2: expected a number >= 0"},
-           Case{"sophia", R"({"hessian_update_interval":0})", "optimizer.hessian_update_interval: expected an integer >= 1"},
+           Case{"sophia", R"({"hessian_update_interval":0})",
+                "optimizer.hessian_update_interval: expected an integer >= 1"},
        }) {
     Opt o(c.name, c.opts, m);
     EXPECT_NE(o.error().find(c.expect), std::string::npos) << c.name << " " << c.opts << " -> " << o.error();
@@ -392,8 +393,9 @@ TEST(Optimizers, RefusesNonFp32AndCudaParameters) {
 // writes (the optimizer's whole state), for each of the six optimizers.
 TEST(Optimizers, EstimateMemoryEqualsTheStateCreateAllocates) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"adamw", "{}"}, {"lamb", "{}"}, {"adafactor", R"({"beta1": 0.9})"}, {"adafactor", "{}"},
-      {"sophia", "{}"}, {"sgd", R"({"momentum": 0.9})"}, {"sgd", "{}"}, {"zerosum_sgd", "{}"}};
+      {"adamw", "{}"},     {"lamb", "{}"},       {"adafactor", R"({"beta1": 0.9})"},
+      {"adafactor", "{}"}, {"sophia", "{}"},     {"sgd", R"({"momentum": 0.9})"},
+      {"sgd", "{}"},       {"zerosum_sgd", "{}"}};
   for (const auto& [name, opts] : cases) {
     FakeModel m({{"w", {6, 4}, 0}, {"router", {4, 6}, ZC_PARAM_ROUTER}, {"b", {4}, ZC_PARAM_NO_DECAY}});
     Opt o(name, opts, m);

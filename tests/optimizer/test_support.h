@@ -38,11 +38,11 @@ inline const zc_host_services* host() {
     s.struct_size = sizeof(zc_host_services);
     s.abi_major = ZC_ABI_VERSION_MAJOR;
     s.abi_minor = ZC_ABI_VERSION_MINOR;
-    s.log = [](void*, zc_log_level, const char* c, const char* m) {
-      log_lines().push_back(std::string(c) + ": " + m);
-    };
+    s.log = [](void*, zc_log_level, const char* c, const char* m) { log_lines().push_back(std::string(c) + ": " + m); };
     s.status_create = [](void*, zc_status_code code, const char* msg) { return new zc_status{code, msg}; };
-    s.alloc = [](void*, size_t bytes, size_t align, DLDevice) -> void* { return std::aligned_alloc(align, (bytes + align - 1) / align * align); };
+    s.alloc = [](void*, size_t bytes, size_t align, DLDevice) -> void* {
+      return std::aligned_alloc(align, (bytes + align - 1) / align * align);
+    };
     s.free = [](void*, void* p, DLDevice) { std::free(p); };
     s.seed = 1234;
     s.derive_seed = [](void*, const char*) -> uint64_t { return 99; };
@@ -106,7 +106,9 @@ class FakeModel : public zcode::sdk::Model {
   void zero_grad() override {
     for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0f);
   }
-  void forward_backward(const zc_batch&, const zc_fb_options&, const zcode::sdk::MetricsSink&) override { unsupported(); }
+  void forward_backward(const zc_batch&, const zc_fb_options&, const zcode::sdk::MetricsSink&) override {
+    unsupported();
+  }
   void forward_logprobs(const zc_batch&, DLTensor&) override { unsupported(); }
   const std::string& info_json() const override { return info_; }
   void* decode_begin(int32_t, int32_t) override { unsupported(); }

@@ -112,8 +112,9 @@ TEST(TrainStep, GuardSkipsCountsAndStops) {
   EXPECT_EQ(g.check(4, nan, nan), NonfiniteGuard::Action::kSkip);
   EXPECT_EQ(g.check(5, nan, nan), NonfiniteGuard::Action::kSkip);
   EXPECT_EQ(g.check(6, nan, nan), NonfiniteGuard::Action::kStop);
-  EXPECT_NE(g.message().find("step 6: non-finite loss nan for 3 consecutive steps (training.max_consecutive_nonfinite = 3)"),
-            std::string::npos)
+  EXPECT_NE(
+      g.message().find("step 6: non-finite loss nan for 3 consecutive steps (training.max_consecutive_nonfinite = 3)"),
+      std::string::npos)
       << g.message();
   ASSERT_EQ(logged.size(), 5u);
   EXPECT_EQ(logged[0].first, static_cast<zc_log_level>(ZC_LOG_WARN));
@@ -177,19 +178,26 @@ TEST(TrainStep, AccumulationEqualsOneBigBatch) {
   zc_metrics_sink sink{&seen_tokens, [](void* c, const char* n, double v) {
                          if (std::string(n) == "tokens") *static_cast<double*>(c) += v;
                        }};
-  ASSERT_EQ(ztest::take(acc.run(&zcode::sdk::detail::ModelThunks<BigramModel>::table, &acc_model, 1.0, &sink, &loss_acc)), "");
+  ASSERT_EQ(
+      ztest::take(acc.run(&zcode::sdk::detail::ModelThunks<BigramModel>::table, &acc_model, 1.0, &sink, &loss_acc)),
+      "");
   EXPECT_EQ(seen_tokens, 10.0);  // metrics pass through: 4 + 6 positions
 
   GradientAccumulator one;
   one.add(big.b);
   EXPECT_EQ(one.target_tokens(), 8);
-  ASSERT_EQ(ztest::take(one.run(&zcode::sdk::detail::ModelThunks<BigramModel>::table, &big_model, 1.0, nullptr, &loss_big)), "");
+  ASSERT_EQ(
+      ztest::take(one.run(&zcode::sdk::detail::ModelThunks<BigramModel>::table, &big_model, 1.0, nullptr, &loss_big)),
+      "");
   EXPECT_NEAR(loss_acc, loss_big, 1e-12);
-  for (size_t i = 0; i < acc_model.grad(0).size(); ++i) EXPECT_NEAR(acc_model.grad(0)[i], big_model.grad(0)[i], 1e-7) << i;
+  for (size_t i = 0; i < acc_model.grad(0).size(); ++i)
+    EXPECT_NEAR(acc_model.grad(0)[i], big_model.grad(0)[i], 1e-7) << i;
 
   // run() zeroes the grads first: a second run gives the same, not double.
   std::vector<float> g1 = acc_model.grad(0);
-  ASSERT_EQ(ztest::take(acc.run(&zcode::sdk::detail::ModelThunks<BigramModel>::table, &acc_model, 1.0, nullptr, &loss_acc)), "");
+  ASSERT_EQ(
+      ztest::take(acc.run(&zcode::sdk::detail::ModelThunks<BigramModel>::table, &acc_model, 1.0, nullptr, &loss_acc)),
+      "");
   EXPECT_EQ(acc_model.grad(0), g1);
 
   acc.clear();

@@ -73,14 +73,16 @@ TEST(Log, InfoToStdoutWarningsToStderrQuietAndJson) {
   const std::string out = testing::internal::GetCapturedStdout();
   const std::string err = testing::internal::GetCapturedStderr();
   log::close_file();
-  EXPECT_EQ(out, "[INFO] Step 1/2 | loss: 3.5\n"
-                 "{\"level\":\"INFO\",\"component\":\"bpe\",\"message\":\"say \\\"hi\\\"\\nback\\\\slash\"}\n");
+  EXPECT_EQ(out,
+            "[INFO] Step 1/2 | loss: 3.5\n"
+            "{\"level\":\"INFO\",\"component\":\"bpe\",\"message\":\"say \\\"hi\\\"\\nback\\\\slash\"}\n");
   EXPECT_EQ(err, "[WARN] jsonl: skipped 1 record\n[ERROR] shown\n{\"level\":\"ERROR\",\"message\":\"bad\"}\n");
   std::ifstream f(dir / "console.log");
   std::stringstream ss;
   ss << f.rdbuf();
-  EXPECT_EQ(ss.str(), "[INFO] Step 1/2 | loss: 3.5\n[WARN] jsonl: skipped 1 record\n[INFO] hidden\n[ERROR] shown\n"
-                      "[INFO] bpe: say \"hi\"\nback\\slash\n[ERROR] bad\n");
+  EXPECT_EQ(ss.str(),
+            "[INFO] Step 1/2 | loss: 3.5\n[WARN] jsonl: skipped 1 record\n[INFO] hidden\n[ERROR] shown\n"
+            "[INFO] bpe: say \"hi\"\nback\\slash\n[ERROR] bad\n");
   EXPECT_EQ(log::parse_format("json"), log::Format::Json);
   EXPECT_EQ(log::parse_format("text"), log::Format::Text);
   EXPECT_FALSE(log::parse_format("yaml").has_value());
@@ -97,7 +99,7 @@ TEST(Log, RecordsAndDataOnStdout) {
   log::write_record("{\"event\":\"step\",\"step\":1}");
   log::set_console_quiet(true);
   log::write_record("{\"event\":\"step\",\"step\":2}");  // hidden by --quiet
-  log::write_record("{\"event\":\"evaluate\"}", true);     // a result: shown
+  log::write_record("{\"event\":\"evaluate\"}", true);   // a result: shown
   log::set_console_quiet(false);
   log::set_console_enabled(false);
   log::write_record("{\"event\":\"step\",\"step\":3}");  // console disabled
@@ -128,7 +130,9 @@ TEST(Log, ConcurrentWritersProduceWholeLines) {
   std::vector<std::thread> ts;
   for (int t = 0; t < 4; ++t)
     ts.emplace_back([t] {
-      for (int i = 0; i < 200; ++i) log::write(log::Level::Info, std::string("w").append(std::to_string(t)), std::string("line ").append(std::to_string(i)));
+      for (int i = 0; i < 200; ++i)
+        log::write(log::Level::Info, std::string("w").append(std::to_string(t)),
+                   std::string("line ").append(std::to_string(i)));
     });
   for (auto& t : ts) t.join();
   log::set_console_enabled(true);

@@ -90,11 +90,14 @@ TEST(MemoryEstimate, Abi12PluginsKeepLoadingAndTheirPartIsUnknown) {
   EXPECT_FALSE(e.parameters.has_value());
   EXPECT_FALSE(e.optimizer_state.has_value());
   ASSERT_EQ(e.unknown.size(), 2u);
-  EXPECT_EQ(e.unknown[0], "model: model 'm' (/fake/libzcode_fake.so) has no estimate_memory (built for ABI 1.2 or older)");
-  EXPECT_EQ(e.unknown[1], "optimizer state: optimizer 'o' (/fake/libzcode_fake.so) has no estimate_memory (built for "
-                          "ABI 1.2 or older)");
-  EXPECT_EQ(e.describe(), "parameters unknown, gradients unknown, optimizer state unknown, activation workspace "
-                          "unknown: total 0.0 MiB + unknown");
+  EXPECT_EQ(e.unknown[0],
+            "model: model 'm' (/fake/libzcode_fake.so) has no estimate_memory (built for ABI 1.2 or older)");
+  EXPECT_EQ(e.unknown[1],
+            "optimizer state: optimizer 'o' (/fake/libzcode_fake.so) has no estimate_memory (built for "
+            "ABI 1.2 or older)");
+  EXPECT_EQ(e.describe(),
+            "parameters unknown, gradients unknown, optimizer state unknown, activation workspace "
+            "unknown: total 0.0 MiB + unknown");
 }
 
 TEST(MemoryEstimate, UnsupportedIsUnknownAndOtherFailuresThrow) {
@@ -118,7 +121,8 @@ TEST(MemoryEstimate, UnsupportedIsUnknownAndOtherFailuresThrow) {
     zcode::estimate_run_memory(m, a, &o, a);
     FAIL();
   } catch (const zcode::PluginError& err) {
-    EXPECT_EQ(std::string(err.what()), "optimizer 'o' (/fake/libzcode_fake.so): estimate_memory failed: optimizer.betas: bad");
+    EXPECT_EQ(std::string(err.what()),
+              "optimizer 'o' (/fake/libzcode_fake.so): estimate_memory failed: optimizer.betas: bad");
   }
 }
 

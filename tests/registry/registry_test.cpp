@@ -156,19 +156,19 @@ TEST(Registry, RefusesAPluginWithAMissingSymbol) {
 TEST(Registry, RefusesATableWhoseHeaderKindIsWrong) {
   TempDir d;
   fs::path f = d.add("badkind");
-  EXPECT_EQ(problems_of(d.path),
-            std::vector<std::string>{f.string() +
-                                     ": component 'fake_badkind': table header kind is 3 (model), the manifest "
-                                     "says 7 (callback)"});
+  EXPECT_EQ(
+      problems_of(d.path),
+      std::vector<std::string>{f.string() + ": component 'fake_badkind': table header kind is 3 (model), the manifest "
+                                            "says 7 (callback)"});
 }
 
 TEST(Registry, RefusesATableWhoseStructSizeIsTooSmall) {
   TempDir d;
   fs::path f = d.add("badsize");
-  EXPECT_EQ(problems_of(d.path),
-            std::vector<std::string>{f.string() + ": component 'fake_badsize': table struct_size 16 is smaller than the " +
-                                     std::to_string(sizeof(zc_callback_table)) +
-                                     " bytes of a callback table (version 1)"});
+  EXPECT_EQ(
+      problems_of(d.path),
+      std::vector<std::string>{f.string() + ": component 'fake_badsize': table struct_size 16 is smaller than the " +
+                               std::to_string(sizeof(zc_callback_table)) + " bytes of a callback table (version 1)"});
 }
 
 TEST(Registry, BadPluginsAreLoggedAndTheGoodOnesStillLoad) {
@@ -280,8 +280,9 @@ TEST(Registry, RequireSuggestsTheClosestName) {
   } catch (const PluginError& e) {
     // Issue #17, item 6: the message says what the plugin path has of that
     // kind (here nothing: the fake provides callbacks and a scheduler only).
-    EXPECT_EQ(std::string(e.what()), "optimizer.name: no optimizer plugin named 'adamx' on the plugin path (the plugin "
-                                     "path has none of that kind)");
+    EXPECT_EQ(std::string(e.what()),
+              "optimizer.name: no optimizer plugin named 'adamx' on the plugin path (the plugin "
+              "path has none of that kind)");
   }
   auto names = reg.component_names(ZC_KIND_CALLBACK);
   EXPECT_EQ(names, (std::vector<std::string>{"fake_echo", "fake_fail_create", "fake_throw"}));
@@ -355,7 +356,7 @@ TEST(Registry, AFolderListedTwiceIsSearchedOnce) {
   TempDir d;
   d.add("good");
   PluginSearchOptions o = only(d.path);
-  o.config_paths = {d.path / "." };
+  o.config_paths = {d.path / "."};
   LogCapture cap;
   Registry reg(o);
   EXPECT_EQ(reg.search_dirs().size(), 1u);
@@ -372,9 +373,9 @@ TEST(Registry, WorldWritableFolderIsRefusedUnlessAllowed) {
     LogCapture cap;
     Registry reg(only(dir));
     EXPECT_TRUE(reg.search_dirs().empty());
-    EXPECT_EQ(reg.problems(), std::vector<std::string>{dir.string() +
-                                                       ": refused: world-writable plugin folder (chmod o-w it, or "
-                                                       "pass --allow-insecure-plugin-path)"});
+    EXPECT_EQ(reg.problems(),
+              std::vector<std::string>{dir.string() + ": refused: world-writable plugin folder (chmod o-w it, or "
+                                                      "pass --allow-insecure-plugin-path)"});
     EXPECT_EQ(reg.find(ZC_KIND_CALLBACK, "fake_echo"), nullptr);
   }
   PluginSearchOptions o = only(dir);
@@ -392,9 +393,9 @@ TEST(Registry, WorldWritableFileIsRefusedUnlessAllowed) {
     LogCapture cap;
     Registry reg(only(d.path));
     EXPECT_EQ(reg.find(ZC_KIND_CALLBACK, "fake_echo"), nullptr);
-    EXPECT_EQ(reg.problems(), std::vector<std::string>{f.string() +
-                                                       ": refused: world-writable plugin file (chmod o-w it, or "
-                                                       "pass --allow-insecure-plugin-path)"});
+    EXPECT_EQ(reg.problems(),
+              std::vector<std::string>{f.string() + ": refused: world-writable plugin file (chmod o-w it, or "
+                                                    "pass --allow-insecure-plugin-path)"});
   }
   PluginSearchOptions o = only(d.path);
   o.allow_insecure = true;
@@ -411,8 +412,9 @@ TEST(Registry, DeeplyNestedIndexIsIgnoredNotACrash) {
   LogCapture cap;
   Registry reg(only(d.path));
   ASSERT_NE(reg.find(ZC_KIND_CALLBACK, "fake_echo"), nullptr);
-  EXPECT_TRUE(cap.has("[WARN] " + (d.path / "libzcode_fake_good.zcode.json").string() +
-                      ": not a valid plugin index (ignored; the plugin is loaded only when a name is not found elsewhere)"));
+  EXPECT_TRUE(
+      cap.has("[WARN] " + (d.path / "libzcode_fake_good.zcode.json").string() +
+              ": not a valid plugin index (ignored; the plugin is loaded only when a name is not found elsewhere)"));
 }
 
 TEST(Registry, LazyLookupLoadsOnlyTheFileThatProvidesTheName) {
@@ -453,10 +455,10 @@ TEST(Registry, SidecarIndexWrittenAtBuildTimeListsTheManifest) {
   std::ifstream f(kFakes / "libzcode_fake_good.zcode.json");
   std::stringstream ss;
   ss << f.rdbuf();
-  EXPECT_EQ(ss.str(),
-            R"({"plugin":"fake_good","components":[{"kind":"callback","name":"fake_echo"},)"
-            R"({"kind":"callback","name":"fake_fail_create"},{"kind":"callback","name":"fake_throw"},)"
-            R"({"kind":"scheduler","name":"fake_half"}]})" "\n");
+  EXPECT_EQ(ss.str(), R"({"plugin":"fake_good","components":[{"kind":"callback","name":"fake_echo"},)"
+                      R"({"kind":"callback","name":"fake_fail_create"},{"kind":"callback","name":"fake_throw"},)"
+                      R"({"kind":"scheduler","name":"fake_half"}]})"
+                      "\n");
 }
 
 TEST(Registry, NamesAndKinds) {

@@ -64,8 +64,8 @@ TEST(OutOfTreeSdk, HostCreatesHelloAndSendsEvents) {
   std::vector<std::string> hello;
   for (const auto& l : lines)
     if (l.rfind("[INFO] hello: ", 0) == 0) hello.push_back(l);
-  EXPECT_EQ(hello, (std::vector<std::string>{"[INFO] hello: hi from an out-of-tree plugin",
-                                             "[INFO] hello: hi: saw 3 steps"}));
+  EXPECT_EQ(hello,
+            (std::vector<std::string>{"[INFO] hello: hi from an out-of-tree plugin", "[INFO] hello: hi: saw 3 steps"}));
 }
 
 }  // namespace

@@ -211,7 +211,8 @@ TEST_F(Malformed, WrongTypes) {
   p = write("tokenizer.json", std::string(R"({"model":{"type":"BPE","vocab":)") + kTinyVocab + R"(,"merges":[7]}})");
   e = error_for(p);
   EXPECT_NE(e.find("model.merges[0]"), std::string::npos) << e;
-  p = write("tokenizer.json", std::string(R"({"model":{"type":"BPE","byte_fallback":"yes","vocab":)") + kTinyVocab + R"(,"merges":[]}})");
+  p = write("tokenizer.json",
+            std::string(R"({"model":{"type":"BPE","byte_fallback":"yes","vocab":)") + kTinyVocab + R"(,"merges":[]}})");
   e = error_for(p);
   EXPECT_NE(e.find("model.byte_fallback: expected a boolean"), std::string::npos) << e;
 }
@@ -221,7 +222,8 @@ TEST_F(Malformed, MergeWithOneToken) {
   std::string p = write("merges.txt", "#version: 0.2\na b\nab\n");
   std::string e = error_for(p);
   EXPECT_NE(e.find("merges.txt:3: expected two tokens"), std::string::npos) << e;
-  p = write("tokenizer.json", std::string(R"({"model":{"type":"BPE","vocab":)") + kTinyVocab + R"(,"merges":["a b","ab"]}})");
+  p = write("tokenizer.json",
+            std::string(R"({"model":{"type":"BPE","vocab":)") + kTinyVocab + R"(,"merges":["a b","ab"]}})");
   e = error_for(p);
   EXPECT_NE(e.find("model.merges[1]: expected two tokens"), std::string::npos) << e;
 }
@@ -253,11 +255,14 @@ TEST_F(Malformed, DeeplyNestedJsonIsAnErrorNotACrash) {
     zc_status_code code = 0;
     std::string e = error_for(p, &code);
     EXPECT_EQ(code, ZC_ERR_DATA);
-    EXPECT_EQ(e, p + ":1:" + std::to_string(5 + 10 + 255) + ": nesting deeper than 256 levels at " + shown_path("normalizer")) << n;
+    EXPECT_EQ(
+        e, p + ":1:" + std::to_string(5 + 10 + 255) + ": nesting deeper than 256 levels at " + shown_path("normalizer"))
+        << n;
     std::string v = write("vocab.json", nested_member("a", n));
     std::string m = write("merges.txt", "a b\n");
     e = error_for(m);
-    EXPECT_EQ(e, v + ":1:" + std::to_string(5 + 1 + 255) + ": nesting deeper than 256 levels at " + shown_path("a")) << n;
+    EXPECT_EQ(e, v + ":1:" + std::to_string(5 + 1 + 255) + ": nesting deeper than 256 levels at " + shown_path("a"))
+        << n;
   }
 }
 
@@ -272,8 +277,9 @@ TEST_F(Malformed, TwoTokensWithOneIdAreAnError) {
   p = write("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"a":2},"merges":[]}})");
   EXPECT_EQ(error_for(p), p + ": model.vocab: token \"a\" is listed twice (ids 0 and 2)");
   // An added token at the id of a different vocabulary token.
-  p = write("tokenizer.json", std::string(R"({"model":{"type":"BPE","vocab":)") + kTinyVocab +
-                                  R"(,"merges":[]},"added_tokens":[{"id":3,"content":"<unk>"},{"id":2,"content":"<x>"}]})");
+  p = write("tokenizer.json",
+            std::string(R"({"model":{"type":"BPE","vocab":)") + kTinyVocab +
+                R"(,"merges":[]},"added_tokens":[{"id":3,"content":"<unk>"},{"id":2,"content":"<x>"}]})");
   EXPECT_EQ(error_for(p), p + ": added_tokens[1]: tokens \"ab\" and \"<x>\" both have id 2");
 }
 
@@ -286,13 +292,15 @@ TEST_F(Malformed, IdFarPastTheVocabularyIsAnError) {
   zc_status_code code = 0;
   std::string e = error_for(m, &code);
   EXPECT_EQ(code, ZC_ERR_DATA);
-  EXPECT_EQ(e, (dir_ / "vocab.json").string() +
-                   ": [\"a\"]: id 134217727 is too large: a file of 1 tokens may use ids below 65537 (at most 65536 ids "
-                   "without a token)");
+  EXPECT_EQ(e,
+            (dir_ / "vocab.json").string() +
+                ": [\"a\"]: id 134217727 is too large: a file of 1 tokens may use ids below 65537 (at most 65536 ids "
+                "without a token)");
   // Three entries: ids below 3 + 65536 = 65539, so 65539 fails and 65538 passes the bound.
   std::string p = write("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":65539},"merges":[]}})");
-  EXPECT_EQ(error_for(p), p + ": model.vocab[\"ab\"]: id 65539 is too large: a file of 3 tokens may use ids below 65539 "
-                              "(at most 65536 ids without a token)");
+  EXPECT_EQ(error_for(p),
+            p + ": model.vocab[\"ab\"]: id 65539 is too large: a file of 3 tokens may use ids below 65539 "
+                "(at most 65536 ids without a token)");
   p = write("tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":65538},"merges":[]}})");
   EXPECT_EQ(error_for(p).find("too large"), std::string::npos) << error_for(p);
   // added_tokens count as entries, and their ids have the same bound.
@@ -311,8 +319,10 @@ TEST_F(Malformed, EmptyMergesFileIsAnError) {
 }
 
 TEST_F(Malformed, UnsupportedPipelineParts) {
-  std::string p = write("tokenizer.json", std::string(R"({"pre_tokenizer":{"type":"Split","pattern":{"Regex":"x"}},"model":{"type":"BPE","vocab":)") +
-                                              kTinyVocab + R"(,"merges":[]}})");
+  std::string p =
+      write("tokenizer.json",
+            std::string(R"({"pre_tokenizer":{"type":"Split","pattern":{"Regex":"x"}},"model":{"type":"BPE","vocab":)") +
+                kTinyVocab + R"(,"merges":[]}})");
   zc_status_code code = 0;
   std::string e = error_for(p, &code);
   EXPECT_EQ(code, ZC_ERR_UNSUPPORTED);
@@ -324,12 +334,14 @@ TEST_F(Malformed, UnsupportedPipelineParts) {
 
 TEST_F(Malformed, TinyModelWorksAndUnknownCharsNeedUnk) {
   // A hand-built model: "ab" merges; unk_token set, so "c" encodes to <unk>.
-  std::string p = write("tokenizer.json", std::string(R"({"model":{"type":"BPE","unk_token":"<unk>","fuse_unk":true,"vocab":)") +
-                                              kTinyVocab + R"(,"merges":["a b"]}})");
+  std::string p =
+      write("tokenizer.json", std::string(R"({"model":{"type":"BPE","unk_token":"<unk>","fuse_unk":true,"vocab":)") +
+                                  kTinyVocab + R"(,"merges":["a b"]}})");
   zt::Tok tok(bpe(), "{\"path\":" + zt::q(p) + "}");
   EXPECT_EQ(tok.encode("abab"), (std::vector<int32_t>{2, 2}));
   EXPECT_EQ(tok.encode("acca"), (std::vector<int32_t>{0, 3, 0}));
-  p = write("tokenizer.json", std::string(R"({"model":{"type":"BPE","vocab":)") + kTinyVocab + R"(,"merges":["a b"]}})");
+  p = write("tokenizer.json",
+            std::string(R"({"model":{"type":"BPE","vocab":)") + kTinyVocab + R"(,"merges":["a b"]}})");
   zt::Tok no_unk(bpe(), "{\"path\":" + zt::q(p) + "}");
   EXPECT_THROW(no_unk.encode("c"), zt::CallError);
 }

@@ -1,8 +1,8 @@
 // Id parity with the reference implementations (gpt-3-encoder, Hugging Face
 // tokenizers) on Debian's fortunes and an adversarial set; goldens generated
 // once by scripts/tokenizer-goldens.js.
-#include "plugin_harness.h"
 #include "bpe_model.h"
+#include "plugin_harness.h"
 
 #include <rapidjson/document.h>
 #include <zlib.h>
@@ -71,8 +71,8 @@ void check_parity(zt::Tok& tok, const std::string& key, uint32_t flags, bool rou
       if (mismatched <= 5)
         ADD_FAILURE() << key << ": case " << c.id << ": first difference at token " << k << " (got "
                       << (k < got.size() ? std::to_string(got[k]) : "end") << ", reference "
-                      << (k < it->second.size() ? std::to_string(it->second[k]) : "end") << "), " << got.size() << " vs "
-                      << it->second.size() << " tokens";
+                      << (k < it->second.size() ? std::to_string(it->second[k]) : "end") << "), " << got.size()
+                      << " vs " << it->second.size() << " tokens";
     }
     if (roundtrip) {
       EXPECT_EQ(tok.decode(got), c.text) << key << ": round trip of " << c.id;

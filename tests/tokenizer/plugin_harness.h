@@ -23,7 +23,9 @@ struct zc_status {
 
 namespace zt {
 
-inline zc_status* status_create(void*, zc_status_code code, const char* msg) { return new zc_status{code, msg ? msg : ""}; }
+inline zc_status* status_create(void*, zc_status_code code, const char* msg) {
+  return new zc_status{code, msg ? msg : ""};
+}
 inline zc_status_code status_code(void*, const zc_status* s) { return s->code; }
 inline const char* status_message(void*, const zc_status* s) { return s->message.c_str(); }
 inline void status_release(void*, zc_status* s) { delete s; }
@@ -77,12 +79,13 @@ inline const zc_tokenizer_table* load_table(const std::string& lib) {
   if (!fn) throw std::runtime_error(path + ": no " ZC_PLUGIN_ENTRY_SYMBOL);
   uint32_t maj = 0, min = 0;
   const zc_manifest* m = nullptr;
-  if (fn(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, host(), &maj, &min, &m) != ZC_OK) throw std::runtime_error("negotiate failed");
+  if (fn(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, host(), &maj, &min, &m) != ZC_OK)
+    throw std::runtime_error("negotiate failed");
   for (uint32_t i = 0; i < m->num_components; ++i)
-    if (m->components[i].kind == ZC_KIND_TOKENIZER) return static_cast<const zc_tokenizer_table*>(m->components[i].table);
+    if (m->components[i].kind == ZC_KIND_TOKENIZER)
+      return static_cast<const zc_tokenizer_table*>(m->components[i].table);
   throw std::runtime_error(path + ": no tokenizer component");
 }
-
 
 /// One tokenizer instance created through the ABI.
 class Tok {
@@ -144,8 +147,8 @@ class Tok {
 };
 
 /// Message of the error `create` returns for these options (or "" on success).
-inline std::string create_error(const zc_tokenizer_table* t, const std::string& options, const std::string& config = "{}",
-                                zc_status_code* code = nullptr) {
+inline std::string create_error(const zc_tokenizer_table* t, const std::string& options,
+                                const std::string& config = "{}", zc_status_code* code = nullptr) {
   try {
     Tok tok(t, options, config);
   } catch (const CallError& e) {
@@ -171,10 +174,10 @@ inline std::string q(const std::string& s) {
   return o + "\"";
 }
 
-#define ZT_REQUIRE_ASSET(path)                                                                        \
-  do {                                                                                                \
-    if (!::zt::have_file(path))                                                                       \
-      GTEST_SKIP() << "tokenizer asset " << (path) << " is missing: run scripts/fetch-assets.sh";  \
+#define ZT_REQUIRE_ASSET(path)                                                                    \
+  do {                                                                                            \
+    if (!::zt::have_file(path))                                                                   \
+      GTEST_SKIP() << "tokenizer asset " << (path) << " is missing: run scripts/fetch-assets.sh"; \
   } while (0)
 
 }  // namespace zt

@@ -42,7 +42,9 @@ struct Cleanup {
   }
 } cleanup;
 
-std::string opts(const std::string& extra = "") { return "{\"path\":" + zt::q((model_dir() / "tokenizer.model").string()) + extra + "}"; }
+std::string opts(const std::string& extra = "") {
+  return "{\"path\":" + zt::q((model_dir() / "tokenizer.model").string()) + extra + "}";
+}
 
 #define REQUIRE_FORTUNES() ZT_REQUIRE_ASSET(std::string("/usr/share/games/fortunes/fortunes"))
 

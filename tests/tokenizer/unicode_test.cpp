@@ -1,8 +1,8 @@
 // The bpe core's Unicode layer against the Unicode Consortium's own test data:
 // NormalizationTest.txt (UAX #15 conformance file, Debian's unicode-data) for
 // NFC/NFD, and UnicodeData.txt general categories for the pre-tokenizer classes.
-#include "pretokenizer.h"
 #include "unicode.h"
+#include "pretokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +23,8 @@ std::string utf8_of_hex(const std::string& field) {
 
 TEST(Unicode, NormalizationConformance) {
   const char* path = "/usr/share/unicode/NormalizationTest.txt.bz2";
-  if (!std::ifstream(path).good()) GTEST_SKIP() << path << " is missing: run scripts/install-deps.sh (package unicode-data)";
+  if (!std::ifstream(path).good())
+    GTEST_SKIP() << path << " is missing: run scripts/install-deps.sh (package unicode-data)";
   FILE* p = ::popen((std::string("bzcat ") + path).c_str(), "r");
   ASSERT_NE(p, nullptr);
   char buf[4096];
@@ -49,7 +50,8 @@ TEST(Unicode, NormalizationConformance) {
 
 TEST(Unicode, ClassesFollowGeneralCategory) {
   std::ifstream in("/usr/share/unicode/UnicodeData.txt");
-  if (!in) GTEST_SKIP() << "/usr/share/unicode/UnicodeData.txt is missing: run scripts/install-deps.sh (package unicode-data)";
+  if (!in)
+    GTEST_SKIP() << "/usr/share/unicode/UnicodeData.txt is missing: run scripts/install-deps.sh (package unicode-data)";
   std::string line;
   size_t checked = 0;
   while (std::getline(in, line)) {
@@ -60,9 +62,12 @@ TEST(Unicode, ClassesFollowGeneralCategory) {
     std::getline(f, cat, ';');
     char32_t cp = static_cast<char32_t>(std::stoul(cp_hex, nullptr, 16));
     if (name.find(", Last>") != std::string::npos) continue;
-    CharClass want = cat[0] == 'L' ? kLetter : cat[0] == 'N' ? kNumber : (cat == "Zs" || cp == 0x09 || cp == 0x0A || cp == 0x0B ||
-                                                                          cp == 0x0C || cp == 0x0D || cp == 0xFEFF || cp == 0x2028 || cp == 0x2029)
-                                                                             ? kSpace : kOther;
+    CharClass want = cat[0] == 'L'   ? kLetter
+                     : cat[0] == 'N' ? kNumber
+                     : (cat == "Zs" || cp == 0x09 || cp == 0x0A || cp == 0x0B || cp == 0x0C || cp == 0x0D ||
+                        cp == 0xFEFF || cp == 0x2028 || cp == 0x2029)
+                         ? kSpace
+                         : kOther;
     ASSERT_EQ(char_class(cp), want) << "U+" << cp_hex << " " << name << " (" << cat << ")";
     ++checked;
   }

@@ -16,9 +16,7 @@ class HelloCallback : public zcode::sdk::Callback {
     switch (e.kind) {
       case ZC_EVENT_SETUP: host_.info("hello", greeting_ + " from an out-of-tree plugin"); break;
       case ZC_EVENT_STEP_END: ++steps_; break;
-      case ZC_EVENT_TEARDOWN:
-        host_.info("hello", greeting_ + ": saw " + std::to_string(steps_) + " steps");
-        break;
+      case ZC_EVENT_TEARDOWN: host_.info("hello", greeting_ + ": saw " + std::to_string(steps_) + " steps"); break;
       default: break;  // unknown kinds are ignored (ABI rule)
     }
     return 0;
@@ -36,6 +34,8 @@ class HelloCallback : public zcode::sdk::Callback {
 
 }  // namespace
 
-ZCODE_PLUGIN("hello_callback", "1.0.0", "Apache-2.0", "Example out-of-tree callback plugin",
-             ZCODE_COMPONENT(HelloCallback, "hello", "Logs a greeting at setup and a step count at teardown",
-                             R"({"type":"object","properties":{"greeting":{"type":"string","default":"hello"}},"additionalProperties":false})"))
+ZCODE_PLUGIN(
+    "hello_callback", "1.0.0", "Apache-2.0", "Example out-of-tree callback plugin",
+    ZCODE_COMPONENT(
+        HelloCallback, "hello", "Logs a greeting at setup and a step count at teardown",
+        R"({"type":"object","properties":{"greeting":{"type":"string","default":"hello"}},"additionalProperties":false})"))

@@ -69,10 +69,11 @@ uint32_t Console::on_event(const zc_event& e) {
     }
     if (line) {
       char b[512];
-      int n = std::snprintf(b, sizeof b, "Step %llu/%llu | loss: %.4f | lr: %.4g | grad_norm: %.3g | tokens/s: %.0f | data_wait: %.0f%%",
-                            static_cast<unsigned long long>(e.step), static_cast<unsigned long long>(e.max_steps),
-                            num(m, "loss", NAN), num(m, "lr", NAN), num(m, "grad_norm", NAN), num(m, "tokens_per_s", 0),
-                            100.0 * num(m, "data_wait_fraction", 0));
+      int n = std::snprintf(
+          b, sizeof b, "Step %llu/%llu | loss: %.4f | lr: %.4g | grad_norm: %.3g | tokens/s: %.0f | data_wait: %.0f%%",
+          static_cast<unsigned long long>(e.step), static_cast<unsigned long long>(e.max_steps), num(m, "loss", NAN),
+          num(m, "lr", NAN), num(m, "grad_norm", NAN), num(m, "tokens_per_s", 0),
+          100.0 * num(m, "data_wait_fraction", 0));
       std::string s(b, static_cast<size_t>(n));
       double lo = INFINITY, hi = -INFINITY;
       for (auto it = m.MemberBegin(); it != m.MemberEnd(); ++it)
@@ -98,8 +99,9 @@ uint32_t Console::on_event(const zc_event& e) {
       const int fill = static_cast<int>(frac * width);
       std::string bar(static_cast<size_t>(fill), '=');
       bar.resize(width, ' ');
-      std::fprintf(stdout, "\r[%s] %llu/%llu loss %.4f ETA %s\033[K", bar.c_str(), static_cast<unsigned long long>(e.step),
-                   static_cast<unsigned long long>(e.max_steps), num(m, "loss", NAN), eta(num(m, "eta_s", NAN)).c_str());
+      std::fprintf(stdout, "\r[%s] %llu/%llu loss %.4f ETA %s\033[K", bar.c_str(),
+                   static_cast<unsigned long long>(e.step), static_cast<unsigned long long>(e.max_steps),
+                   num(m, "loss", NAN), eta(num(m, "eta_s", NAN)).c_str());
       std::fflush(stdout);
       bar_shown_ = true;
     }
@@ -118,7 +120,8 @@ uint32_t Console::on_event(const zc_event& e) {
       host_.log(json_ ? ZC_LOG_DEBUG : ZC_LOG_INFO, "", b);
       return 0;
     }
-    std::snprintf(b, sizeof b, "Eval at step %llu | val loss: %.4f | perplexity: %.4g | bits/byte: %.4f | accuracy: %.4f",
+    std::snprintf(b, sizeof b,
+                  "Eval at step %llu | val loss: %.4f | perplexity: %.4g | bits/byte: %.4f | accuracy: %.4f",
                   static_cast<unsigned long long>(e.step), num(m, "loss", NAN), num(m, "perplexity", NAN),
                   num(m, "bits_per_byte", NAN), num(m, "accuracy", NAN));
     if (json_) print_json("eval", e, m);

@@ -14,7 +14,8 @@ namespace zcode::callbacks {
 Debugger::Debugger(const CreateContext& ctx) : host_(ctx.host()) {
   every_ = positive_option(ctx.options(), "every", 100, "callbacks.debugger.every");
   bins_ = ctx.options().get<int64_t>("bins", 20);
-  if (bins_ < 2 || bins_ > 200) invalid_argument("callbacks.debugger.bins: expected 2..200, found " + std::to_string(bins_));
+  if (bins_ < 2 || bins_ > 200)
+    invalid_argument("callbacks.debugger.bins: expected 2..200, found " + std::to_string(bins_));
   const std::string rel = ctx.options().get<std::string>("path", "logs/debug.jsonl");
   path_ = rel.starts_with("/") || ctx.run_dir().empty() ? rel : ctx.run_dir() + "/" + rel;
 }
@@ -51,7 +52,8 @@ struct Hist {
     }
     const double l = std::log10(std::fabs(static_cast<double>(x)));
     const double pos = (l + 12.0) / 14.0 * static_cast<double>(counts.size());
-    const int64_t i = std::clamp<int64_t>(static_cast<int64_t>(std::floor(pos)), 0, static_cast<int64_t>(counts.size()) - 1);
+    const int64_t i =
+        std::clamp<int64_t>(static_cast<int64_t>(std::floor(pos)), 0, static_cast<int64_t>(counts.size()) - 1);
     ++counts[static_cast<size_t>(i)];
   }
   void write(json::Writer& w) const {

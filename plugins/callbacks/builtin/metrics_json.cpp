@@ -88,13 +88,20 @@ void MetricsJson::save_state(const StateWriter& w) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> jw(sb);
   jw.StartObject();
-  jw.Key("train_history"); jw.String(train_hist_.c_str());
-  jw.Key("val_history"); jw.String(val_hist_.c_str());
-  jw.Key("last_train"); jw.String(last_train_.c_str());
-  jw.Key("last_val"); jw.String(last_val_.c_str());
-  jw.Key("has_best"); jw.Bool(has_best_);
-  jw.Key("best"); jw.Double(has_best_ ? best_ : 0.0);
-  jw.Key("best_step"); jw.Uint64(best_step_);
+  jw.Key("train_history");
+  jw.String(train_hist_.c_str());
+  jw.Key("val_history");
+  jw.String(val_hist_.c_str());
+  jw.Key("last_train");
+  jw.String(last_train_.c_str());
+  jw.Key("last_val");
+  jw.String(last_val_.c_str());
+  jw.Key("has_best");
+  jw.Bool(has_best_);
+  jw.Key("best");
+  jw.Double(has_best_ ? best_ : 0.0);
+  jw.Key("best_step");
+  jw.Uint64(best_step_);
   jw.EndObject();
   w.put_json(sb.GetString());
 }
@@ -105,7 +112,8 @@ void MetricsJson::load_state(const StateReader& r) {
   d.Parse<rapidjson::kParseFullPrecisionFlag>(r.json().data(), r.json().size());
   if (d.HasParseError() || !d.IsObject()) throw Error(ZC_ERR_DATA, "metrics_json: state is not a JSON object");
   auto str = [&](const char* k) {
-    if (!d.HasMember(k) || !d[k].IsString()) throw Error(ZC_ERR_DATA, std::string("metrics_json: state lacks \"") + k + "\"");
+    if (!d.HasMember(k) || !d[k].IsString())
+      throw Error(ZC_ERR_DATA, std::string("metrics_json: state lacks \"") + k + "\"");
     return std::string(d[k].GetString(), d[k].GetStringLength());
   };
   train_hist_ = str("train_history");

@@ -110,9 +110,10 @@ void check_template_bounds(std::string_view text, const std::string& origin) {
     const char c = tag.front();
     if (c == '#' || c == '^') {
       if (++depth > kMaxTemplateNesting) {
-        const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(a), '\n'));
-        invalid_argument("model_card.template: " + origin + ":" + std::to_string(line) + ": sections nested deeper than " +
-                         std::to_string(kMaxTemplateNesting) + " levels");
+        const size_t line =
+            1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(a), '\n'));
+        invalid_argument("model_card.template: " + origin + ":" + std::to_string(line) +
+                         ": sections nested deeper than " + std::to_string(kMaxTemplateNesting) + " levels");
       }
     } else if (c == '/') {
       if (depth) --depth;
@@ -244,7 +245,8 @@ uint32_t ModelCard::on_event(const zc_event& e) {
   d.set("step", str_at(s, "step"));
   d.set("max_steps", str_at(s, "max_steps"));
   d.set("tokens_seen", str_at(s, "tokens_seen"));
-  if (const auto* v = member(s, "interrupted"); v && v->IsBool() && v->GetBool()) d.set("interrupted", mu::data::type::bool_true);
+  if (const auto* v = member(s, "interrupted"); v && v->IsBool() && v->GetBool())
+    d.set("interrupted", mu::data::type::bool_true);
   else d.set("interrupted", mu::data::type::bool_false);
   const double wall_h = num(s, "wall_time_s", 0) / 3600.0;
   const double threads = num(s, "num_threads", 1);

@@ -86,8 +86,11 @@ StreamSource::StreamSource(const std::vector<Shard>& shards, DocReader::Options 
                            uint64_t shuffle_block,
                            std::function<void(const std::string&, std::vector<int32_t>&)> tokenize,
                            std::vector<ShardCounts>* counts_first_epoch, uint64_t* bad_logged)
-    : host_(host), spec_(spec), block_size_(spec.finite || !spec.shuffle ? 1 : std::max<uint64_t>(1, shuffle_block)),
-      tokenize_(std::move(tokenize)), counts_(counts_first_epoch),
+    : host_(host),
+      spec_(spec),
+      block_size_(spec.finite || !spec.shuffle ? 1 : std::max<uint64_t>(1, shuffle_block)),
+      tokenize_(std::move(tokenize)),
+      counts_(counts_first_epoch),
       reader_(shards, std::move(ropt), host, counts_first_epoch, bad_logged) {
   block_.resize(block_size_);
   for (auto& b : block_) b.reserve(static_cast<size_t>(spec_.seq) + 1);
@@ -162,7 +165,7 @@ bool StreamSource::plan(BatchSlot& s) {
   while (s.rows < B) {
     if (!cur_.block_loaded || cur_.block_used == order_.size()) {
       load_block();
-      if (order_.empty()) {  // the epoch's stream is exhausted
+      if (order_.empty()) {     // the epoch's stream is exhausted
         if (s.rows > 0) break;  // its last batch is padded, the next starts a new epoch
         if (spec_.finite) return false;
         if (cur_.batch == 0)  // a whole epoch without one window

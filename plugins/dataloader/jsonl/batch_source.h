@@ -29,11 +29,11 @@ struct Cursor {
   uint64_t batch = 0;  // batches handed out in this epoch
   // StreamSource only: the block being served, how to rebuild it, and how
   // many of its windows were used.
-  uint64_t block = 0;                                  // block index in the epoch
-  ReaderPos block_start;                               // reader before the block
-  std::shared_ptr<const std::vector<int32_t>> carry;   // packed-but-unused tokens before the block
-  uint64_t block_used = 0;                             // windows of the block already served
-  bool block_loaded = false;                           // false before the first block of an epoch
+  uint64_t block = 0;                                 // block index in the epoch
+  ReaderPos block_start;                              // reader before the block
+  std::shared_ptr<const std::vector<int32_t>> carry;  // packed-but-unused tokens before the block
+  uint64_t block_used = 0;                            // windows of the block already served
+  bool block_loaded = false;                          // false before the first block of an epoch
 };
 
 /// One prefetched batch: owned buffers, reused (no allocation per step).
@@ -43,21 +43,21 @@ struct BatchSlot {
   uint64_t rows = 0;                        // rows holding real windows
   uint64_t epoch = 0;
   RowCounts counts;
-  Cursor after;                             // cursor once this batch is consumed
-  bool end = false;                         // end of a finite split (no batch)
-  std::exception_ptr error;                 // a worker's failure, rethrown by next_batch
+  Cursor after;              // cursor once this batch is consumed
+  bool end = false;          // end of a finite split (no batch)
+  std::exception_ptr error;  // a worker's failure, rethrown by next_batch
 };
 
 /// Shape and packing settings shared by both sources.
 struct PackSpec {
   int32_t batch = 1;
-  int32_t seq = 1;           // max_seq_len; windows hold seq + 1 tokens
+  int32_t seq = 1;  // max_seq_len; windows hold seq + 1 tokens
   int32_t pad = 0, eos = 2;
-  bool doc_ids = false;      // cross_document_attention: false
-  bool mask_eos = false;     // mask_document_boundary: the target of each <eos> is -1
-  bool finite = false;       // val: one pass, then end
+  bool doc_ids = false;   // cross_document_attention: false
+  bool mask_eos = false;  // mask_document_boundary: the target of each <eos> is -1
+  bool finite = false;    // val: one pass, then end
   bool shuffle = true;
-  uint64_t seed = 0;         // derive_seed("data/<split>")
+  uint64_t seed = 0;  // derive_seed("data/<split>")
   const TokenLengths* lengths = nullptr;
 };
 

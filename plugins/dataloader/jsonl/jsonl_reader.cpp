@@ -17,7 +17,10 @@ using sdk::Error;
 // LineReader
 
 LineReader::LineReader(std::unique_ptr<ByteStream> stream, uint64_t offset, uint64_t line_no, size_t max_line_bytes)
-    : stream_(std::move(stream)), buf_(size_t(1) << 20), offset_(offset), line_no_(line_no - 1),
+    : stream_(std::move(stream)),
+      buf_(size_t(1) << 20),
+      offset_(offset),
+      line_no_(line_no - 1),
       max_line_(max_line_bytes) {}
 
 bool LineReader::next(std::string_view& line, const std::string& where) {
@@ -154,12 +157,14 @@ RecordParser::RecordParser(std::string_view dotted_field) : field_(dotted_field)
   size_t start = 0;
   for (;;) {
     size_t dot = dotted_field.find('.', start);
-    path_.emplace_back(dotted_field.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    path_.emplace_back(
+        dotted_field.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
   for (const auto& p : path_)
-    if (p.empty()) throw Error(ZC_ERR_INVALID_ARGUMENT, "data.text_field: '" + field_ + "' has an empty path component");
+    if (p.empty())
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "data.text_field: '" + field_ + "' has an empty path component");
 }
 
 bool RecordParser::parse(std::string_view line, std::string& text, size_t& column, std::string& reason) {
@@ -211,7 +216,11 @@ bool RecordParser::parse(std::string_view line, std::string& text, size_t& colum
 
 DocReader::DocReader(const std::vector<Shard>& shards, Options opt, sdk::Host host, std::vector<ShardCounts>* counts,
                      uint64_t* bad_logged)
-    : shards_(shards), opt_(std::move(opt)), host_(host), counts_(counts), bad_logged_(bad_logged),
+    : shards_(shards),
+      opt_(std::move(opt)),
+      host_(host),
+      counts_(counts),
+      bad_logged_(bad_logged),
       parser_(opt_.text_field) {}
 
 void DocReader::seek(const ReaderPos& pos) {

@@ -86,7 +86,7 @@ class DocReader {
  public:
   struct Options {
     std::string text_field = "text";
-    bool skip_bad = false;           // on_bad_record: skip
+    bool skip_bad = false;  // on_bad_record: skip
     SplitFilter filter = SplitFilter::kAll;
     double val_fraction = 0.0;
     std::string option = "data.train_path";  // names errors about the files

@@ -68,11 +68,24 @@ std::string json_string(const rapidjson::Value& v) {
 }
 
 const std::vector<std::string>& known_keys() {
-  static const std::vector<std::string> k = {
-      "train_path", "val_path", "train_shard_pattern", "tokenizer", "loader", "batch_size", "prefetch_factor",
-      "num_workers", "text_field", "on_bad_record", "val_fraction", "cache_dir", "cross_document_attention",
-      "mask_document_boundary",
-      "streaming", "streaming_threshold_bytes", "shuffle", "shuffle_block"};
+  static const std::vector<std::string> k = {"train_path",
+                                             "val_path",
+                                             "train_shard_pattern",
+                                             "tokenizer",
+                                             "loader",
+                                             "batch_size",
+                                             "prefetch_factor",
+                                             "num_workers",
+                                             "text_field",
+                                             "on_bad_record",
+                                             "val_fraction",
+                                             "cache_dir",
+                                             "cross_document_attention",
+                                             "mask_document_boundary",
+                                             "streaming",
+                                             "streaming_threshold_bytes",
+                                             "shuffle",
+                                             "shuffle_block"};
   return k;
 }
 
@@ -224,7 +237,8 @@ class JsonlLoader : public sdk::DataLoader {
     if (mode != (streaming_ ? "streaming" : "memmap"))
       bad("saved in " + mode + " mode, but this run is in " + (streaming_ ? "streaming" : "memmap") +
           " mode (set data.streaming to match)");
-    if (u64(d, "batch_size") != static_cast<uint64_t>(batch_size_) || u64(d, "max_seq_len") != static_cast<uint64_t>(seq_))
+    if (u64(d, "batch_size") != static_cast<uint64_t>(batch_size_) ||
+        u64(d, "max_seq_len") != static_cast<uint64_t>(seq_))
       bad("saved with batch_size " + std::to_string(u64(d, "batch_size")) + " and max_seq_len " +
           std::to_string(u64(d, "max_seq_len")) + "; this run has " + std::to_string(batch_size_) + " and " +
           std::to_string(seq_));
@@ -242,8 +256,8 @@ class JsonlLoader : public sdk::DataLoader {
       c.block_loaded = bl->value.GetBool();
       auto p = d.FindMember("block_start");
       if (p == d.MemberEnd() || !p->value.IsObject()) bad("missing \"block_start\"");
-      c.block_start = ReaderPos{u64(p->value, "shard"), u64(p->value, "offset"), u64(p->value, "line"),
-                                u64(p->value, "record")};
+      c.block_start =
+          ReaderPos{u64(p->value, "shard"), u64(p->value, "offset"), u64(p->value, "line"), u64(p->value, "record")};
       if (c.block_start.shard > shards_.size()) bad("shard index out of range");
       uint64_t n = u64(d, "carry_tokens");
       auto carry = std::make_shared<std::vector<int32_t>>(n);
@@ -258,10 +272,12 @@ class JsonlLoader : public sdk::DataLoader {
     const sdk::Options& o = ctx.options();
     batch_size_ = o.get<int32_t>("batch_size", 8);
     if (split_ == "val") batch_size_ = ctx.config().object("evaluation").get<int32_t>("batch_size", batch_size_);
-    if (batch_size_ < 1) throw Error(ZC_ERR_INVALID_ARGUMENT, "data.batch_size: " + std::to_string(batch_size_) + ", expected >= 1");
+    if (batch_size_ < 1)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "data.batch_size: " + std::to_string(batch_size_) + ", expected >= 1");
     prefetch_factor_ = o.get<int32_t>("prefetch_factor", 2);
     if (prefetch_factor_ < 1)
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "data.prefetch_factor: " + std::to_string(prefetch_factor_) + ", expected >= 1");
+      throw Error(ZC_ERR_INVALID_ARGUMENT,
+                  "data.prefetch_factor: " + std::to_string(prefetch_factor_) + ", expected >= 1");
     num_workers_ = o.get<int32_t>("num_workers", 1);
     if (num_workers_ < 0 || num_workers_ > 256)
       throw Error(ZC_ERR_INVALID_ARGUMENT, "data.num_workers: " + std::to_string(num_workers_) + ", expected 0..256");
@@ -272,7 +288,8 @@ class JsonlLoader : public sdk::DataLoader {
     skip_bad_ = bad == "skip";
     val_fraction_ = o.get<double>("val_fraction", 0.0);
     if (!(val_fraction_ >= 0.0 && val_fraction_ < 1.0))
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "data.val_fraction: " + std::to_string(val_fraction_) + ", expected 0 <= x < 1");
+      throw Error(ZC_ERR_INVALID_ARGUMENT,
+                  "data.val_fraction: " + std::to_string(val_fraction_) + ", expected 0 <= x < 1");
     cache_dir_ = o.get<std::string>("cache_dir", "");
     cross_doc_ = o.get<bool>("cross_document_attention", true);
     mask_boundary_ = o.get<bool>("mask_document_boundary", false);
@@ -285,11 +302,13 @@ class JsonlLoader : public sdk::DataLoader {
       if (v.IsBool()) streaming_opt_ = v.GetBool() ? "true" : "false";
       else if (v.IsString() && std::string(v.GetString()) == "auto") streaming_opt_ = "auto";
       else if (!v.IsNull())
-        throw Error(ZC_ERR_INVALID_ARGUMENT, "data.streaming: " + sdk::describe_json(v) + ", expected true, false or \"auto\"");
+        throw Error(ZC_ERR_INVALID_ARGUMENT,
+                    "data.streaming: " + sdk::describe_json(v) + ", expected true, false or \"auto\"");
     }
     seq_ = ctx.config().object("model").get<int32_t>("max_seq_len", 0);
     if (seq_ < 1)
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "model.max_seq_len: missing or < 1 (the jsonl loader cuts windows of max_seq_len + 1 tokens)");
+      throw Error(ZC_ERR_INVALID_ARGUMENT,
+                  "model.max_seq_len: missing or < 1 (the jsonl loader cuts windows of max_seq_len + 1 tokens)");
   }
 
   void read_tokenizer() {
@@ -308,7 +327,8 @@ class JsonlLoader : public sdk::DataLoader {
     };
     pad_id_ = id("pad_id");
     eos_id_ = id("eos_id");
-    if (pad_id_ < 0 || eos_id_ < 0 || static_cast<uint64_t>(pad_id_) >= vocab_ || static_cast<uint64_t>(eos_id_) >= vocab_)
+    if (pad_id_ < 0 || eos_id_ < 0 || static_cast<uint64_t>(pad_id_) >= vocab_ ||
+        static_cast<uint64_t>(eos_id_) >= vocab_)
       throw Error(ZC_ERR_INVALID_ARGUMENT, "data: tokenizer pad_id/eos_id outside the vocab");
     auto ident = d.FindMember("identity");
     if (ident != d.MemberEnd() && ident->value.IsString() && ident->value.GetStringLength() > 0) {
@@ -352,7 +372,8 @@ class JsonlLoader : public sdk::DataLoader {
       return;
     }
     if (split_ == "val" && val_fraction_ <= 0)
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "data.val_path: not set and data.val_fraction is 0, so there is no validation split");
+      throw Error(ZC_ERR_INVALID_ARGUMENT,
+                  "data.val_path: not set and data.val_fraction is 0, so there is no validation split");
     option_ = "data.train_path";
     shards_ = resolve_shards(o.require<std::string>("train_path"), pattern, option_);
     if (val_fraction_ > 0) filter_ = split_ == "val" ? SplitFilter::kValOnly : SplitFilter::kTrainOnly;
@@ -508,7 +529,8 @@ class JsonlLoader : public sdk::DataLoader {
           c = std::move(full.front());
           full.pop_front();
         }
-        if (host_.stop_requested()) throw Error(ZC_ERR_CANCELLED, "data: stop requested while building the token cache");
+        if (host_.stop_requested())
+          throw Error(ZC_ERR_CANCELLED, "data: stop requested while building the token cache");
         for (size_t i = 0; i < c->n; ++i) {
           zc_ids* ids = buf.reset();
           tok_.encode(c->docs[i], 0, ids);
@@ -549,7 +571,8 @@ class JsonlLoader : public sdk::DataLoader {
   std::string split_;
   int32_t batch_size_ = 8, prefetch_factor_ = 2, num_workers_ = 1, seq_ = 0;
   std::string text_field_, cache_dir_, streaming_opt_ = "auto", option_;
-  bool skip_bad_ = false, cross_doc_ = true, mask_boundary_ = false, shuffle_ = true, streaming_ = false, cache_hit_ = false;
+  bool skip_bad_ = false, cross_doc_ = true, mask_boundary_ = false, shuffle_ = true, streaming_ = false,
+       cache_hit_ = false;
   double val_fraction_ = 0;
   uint64_t shuffle_block_ = 1024, streaming_threshold_ = 0, vocab_ = 0;
   int32_t pad_id_ = 0, eos_id_ = 0;
@@ -576,6 +599,7 @@ class JsonlLoader : public sdk::DataLoader {
 }  // namespace zcode::data
 
 ZCODE_PLUGIN("jsonl", "1.0.0", "Apache-2.0", "JSON Lines data loader: shards, token memmap cache, packing, workers",
-             ZCODE_COMPONENT(zcode::data::JsonlLoader, "jsonl",
-                             "JSONL files/shards (.gz, .zst) -> packed token windows via a memory-mapped token cache or streaming",
-                             zcode::data::kDataSchema))
+             ZCODE_COMPONENT(
+                 zcode::data::JsonlLoader, "jsonl",
+                 "JSONL files/shards (.gz, .zst) -> packed token windows via a memory-mapped token cache or streaming",
+                 zcode::data::kDataSchema))

@@ -140,8 +140,8 @@ const BatchSlot* Prefetcher::next() {
     }
     const size_t k = next_take_ % ready_.size();
     while (!ready_[k]) {
-      if (ready_cv_.wait_for(lk, std::chrono::milliseconds(100)) == std::cv_status::timeout &&
-          host_.stop_requested() && !ready_[k])
+      if (ready_cv_.wait_for(lk, std::chrono::milliseconds(100)) == std::cv_status::timeout && host_.stop_requested() &&
+          !ready_[k])
         throw Error(ZC_ERR_CANCELLED, "data (" + split_ + "): stop requested while waiting for a batch");
     }
     s = ready_[k];

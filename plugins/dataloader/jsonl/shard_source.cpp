@@ -6,14 +6,14 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <glob.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace zcode::data {
 namespace fs = std::filesystem;
@@ -101,8 +101,7 @@ std::vector<Shard> resolve_shards(const std::string& path, const std::string& pa
       std::string p = (fs::path(path) / format_shard_pattern(pattern, i, option + " (train_shard_pattern)")).string();
       Shard s;
       if (!stat_file(p, s)) {
-        if (i == 0)
-          throw Error(ZC_ERR_NOT_FOUND, option + ": no shard '" + p + "' for pattern '" + pattern + "'");
+        if (i == 0) throw Error(ZC_ERR_NOT_FOUND, option + ": no shard '" + p + "' for pattern '" + pattern + "'");
         break;
       }
       out.push_back(std::move(s));
@@ -150,9 +149,9 @@ class FileStream : public ByteStream {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) {
       int e = errno;
-      throw Error(e == ENOENT ? ZC_ERR_NOT_FOUND : ZC_ERR_IO,
-                  option + ": shard '" + path + "' " + (e == ENOENT ? "not found" : "cannot be opened") + " (" +
-                      std::strerror(e) + ")");
+      throw Error(e == ENOENT ? ZC_ERR_NOT_FOUND : ZC_ERR_IO, option + ": shard '" + path + "' " +
+                                                                  (e == ENOENT ? "not found" : "cannot be opened") +
+                                                                  " (" + std::strerror(e) + ")");
     }
     ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   }
@@ -161,8 +160,8 @@ class FileStream : public ByteStream {
   }
   void seek(uint64_t offset) {
     if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0)
-      throw Error(ZC_ERR_IO, "'" + path_ + "': seek to byte " + std::to_string(offset) + " failed (" +
-                                 std::strerror(errno) + ")");
+      throw Error(ZC_ERR_IO,
+                  "'" + path_ + "': seek to byte " + std::to_string(offset) + " failed (" + std::strerror(errno) + ")");
   }
   size_t read(char* buf, size_t n) override {
     for (;;) {
@@ -191,8 +190,7 @@ class GzipStream : public ByteStream {
       if (z_.avail_in == 0) {
         size_t got = file_.read(in_.data(), in_.size());
         if (got == 0) {
-          if (!member_ended_)
-            throw Error(ZC_ERR_DATA, "'" + path_ + "': truncated gzip stream (ends inside a member)");
+          if (!member_ended_) throw Error(ZC_ERR_DATA, "'" + path_ + "': truncated gzip stream (ends inside a member)");
           done_ = true;
           break;
         }

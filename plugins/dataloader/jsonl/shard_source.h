@@ -11,10 +11,10 @@ namespace zcode::data {
 
 /// One input file, as resolved at create.
 struct Shard {
-  std::string path;       // as opened (absolute or relative to the cwd)
-  std::string name;       // file name only (keys the val_fraction split)
-  uint64_t size = 0;      // bytes on disk
-  int64_t mtime_ns = 0;   // modification time, ns since the epoch
+  std::string path;      // as opened (absolute or relative to the cwd)
+  std::string name;      // file name only (keys the val_fraction split)
+  uint64_t size = 0;     // bytes on disk
+  int64_t mtime_ns = 0;  // modification time, ns since the epoch
 };
 
 /// Resolves `path` (config option `option`, e.g. "data.train_path") into the
@@ -28,8 +28,7 @@ struct Shard {
 /// ZC_ERR_NOT_FOUND when nothing exists, ZC_ERR_UNSUPPORTED for any
 /// `scheme://` URL (remote storage needs a storage plugin),
 /// ZC_ERR_INVALID_ARGUMENT for a bad pattern.
-std::vector<Shard> resolve_shards(const std::string& path, const std::string& pattern,
-                                  const std::string& option);
+std::vector<Shard> resolve_shards(const std::string& path, const std::string& pattern, const std::string& option);
 
 /// Formats a Python-style index pattern ("part-{:05d}.jsonl", "{}", "{:d}",
 /// "{:5d}") for `index`. Throws Error(ZC_ERR_INVALID_ARGUMENT) naming

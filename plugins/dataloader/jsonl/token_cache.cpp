@@ -4,13 +4,13 @@
 
 #include <zlib.h>
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 namespace zcode::data {
 namespace fs = std::filesystem;
@@ -137,7 +137,8 @@ std::unique_ptr<TokenCache> TokenCache::open(const std::string& path, const unsi
   std::memcpy(&c->h_, m, sizeof(CacheHeader));
   const CacheHeader& h = c->h_;
   if (std::memcmp(h.magic, "ZCTOKMM", 8) != 0) why = "bad magic";
-  else if (h.version != kCacheVersion) why = "version " + std::to_string(h.version) + ", expected " + std::to_string(kCacheVersion);
+  else if (h.version != kCacheVersion)
+    why = "version " + std::to_string(h.version) + ", expected " + std::to_string(kCacheVersion);
   else if (crc32_of(0, &h, offsetof(CacheHeader, header_crc)) != h.header_crc) why = "header checksum mismatch";
   else if (h.file_size != size)
     why = "truncated (" + std::to_string(size) + " bytes, header says " + std::to_string(h.file_size) + ")";
@@ -148,8 +149,7 @@ std::unique_ptr<TokenCache> TokenCache::open(const std::string& path, const unsi
     why = "inconsistent header";
   else if (verify_payload && crc32_of(0, c->base_ + sizeof(CacheHeader), size - sizeof(CacheHeader)) != h.payload_crc)
     why = "payload checksum mismatch (corrupt)";
-  else if (c->doc_offsets()[0] != 0 || c->doc_offsets()[h.n_docs] != h.n_tokens)
-    why = "inconsistent document index";
+  else if (c->doc_offsets()[0] != 0 || c->doc_offsets()[h.n_docs] != h.n_tokens) why = "inconsistent document index";
   if (!why.empty()) return nullptr;
   return c;
 }

@@ -26,17 +26,17 @@
 namespace zcode::data {
 
 struct CacheHeader {
-  char magic[8];           // "ZCTOKMM\0"
-  uint32_t version;        // kCacheVersion
-  uint32_t token_bytes;    // 2 (uint16) or 4 (int32)
-  uint64_t n_tokens;       // <eos> included
+  char magic[8];         // "ZCTOKMM\0"
+  uint32_t version;      // kCacheVersion
+  uint32_t token_bytes;  // 2 (uint16) or 4 (int32)
+  uint64_t n_tokens;     // <eos> included
   uint64_t n_docs;
   uint64_t tokens_offset;  // 128
   uint64_t index_offset;
   uint64_t meta_offset;
   uint64_t meta_bytes;
   uint64_t file_size;
-  unsigned char key[32];   // SHA-256 cache key (see plugin.cpp: cache_key)
+  unsigned char key[32];  // SHA-256 cache key (see plugin.cpp: cache_key)
   uint32_t payload_crc;
   uint32_t header_crc;
   char reserved[16];

@@ -40,7 +40,8 @@ class LmEvaluator : public Evaluator {
   explicit LmEvaluator(const CreateContext& ctx) : host_(ctx.host()), model_(ctx.model()), raw_host_(ctx.raw()->host) {
     if (!model_) invalid_argument("evaluation: the lm evaluator needs the model (args.model is NULL)");
     batch_size_ = ctx.options().get<int64_t>("batch_size", 0);
-    if (batch_size_ < 0) invalid_argument("evaluation.batch_size: expected an integer >= 1, found " + std::to_string(batch_size_));
+    if (batch_size_ < 0)
+      invalid_argument("evaluation.batch_size: expected an integer >= 1, found " + std::to_string(batch_size_));
     max_batches_ = ctx.options().get<int64_t>("max_batches", 0);
     if (max_batches_ < 0)
       invalid_argument("evaluation.max_batches: expected an integer >= 0, found " + std::to_string(max_batches_));
@@ -53,8 +54,7 @@ class LmEvaluator : public Evaluator {
     info.Parse(model_.info_json().c_str());
     if (info.IsObject() && info.HasMember("vocab_size") && info["vocab_size"].IsInt64())
       vocab_ = info["vocab_size"].GetInt64();
-    else if (auto tok = ctx.tokenizer())
-      vocab_ = static_cast<int64_t>(tok.vocab_size());
+    else if (auto tok = ctx.tokenizer()) vocab_ = static_cast<int64_t>(tok.vocab_size());
   }
 
   void evaluate(const DataRef& data, const MetricsSink& out) override {

@@ -63,8 +63,8 @@ bool softmax_row(T* p, int t, int n_cols, const int32_t* key_doc, int32_t q_doc,
 /// entropy exceeds `threshold` gets o = 0 and returns false. p_out [n_keys]
 /// gets P. q, k_j, v_j, o are [hd]; key j lives at k + j·stride, v + j·stride.
 template <class T>
-bool attend_row(const T* q, const T* k, const T* v, int64_t stride, int n_keys, const int32_t* key_doc,
-                int32_t q_doc, int hd, T scale, bool head_mask, T threshold, T* p_out, T* o) {
+bool attend_row(const T* q, const T* k, const T* v, int64_t stride, int n_keys, const int32_t* key_doc, int32_t q_doc,
+                int hd, T scale, bool head_mask, T threshold, T* p_out, T* o) {
   for (int j = 0; j < n_keys; ++j) {
     const T* kj = k + j * stride;
     T s = 0;
@@ -115,12 +115,12 @@ int64_t attention_fwd(const T* qkv, T* P, T* o, uint8_t* hmask, int B, int Tn, i
       for (int r0 = 0; r0 < Tn; r0 += kAttnTile) {
         const int rows = std::min(kAttnTile, Tn - r0), nk = r0 + rows;
         T* Pt = Pb + static_cast<int64_t>(r0) * Tn;
-        gemm(false, true, rows, nk, hd, scale, qb + r0 * ld, static_cast<int>(ld), kb, static_cast<int>(ld), T(0),
-             Pt, Tn);
+        gemm(false, true, rows, nk, hd, scale, qb + r0 * ld, static_cast<int>(ld), kb, static_cast<int>(ld), T(0), Pt,
+             Tn);
         for (int i = 0; i < rows; ++i) {
           const int t = r0 + i;
-          const bool kept = softmax_row(Pt + static_cast<int64_t>(i) * Tn, t, nk, db, db ? db[t] : 0, head_mask,
-                                        threshold);
+          const bool kept =
+              softmax_row(Pt + static_cast<int64_t>(i) * Tn, t, nk, db, db ? db[t] : 0, head_mask, threshold);
           hmask[(row0 + t) * H + h] = kept ? 1 : 0;
           masked += kept ? 0 : 1;
         }

@@ -28,12 +28,34 @@ constexpr Variant kVariants[] = {
     {"xl", 4096, 32, 32, 8, 128, 16384, 64, 2, 2048, 1, 32768},
 };
 
-const char* const kKeys[] = {"type", "variant", "vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
-                             "head_dim", "ffn_hidden", "moe_experts", "moe_top_k", "moe_ffn_hidden",
-                             "moe_shared_experts", "first_dense_layers", "capacity_factor", "eval_capacity_factor",
-                             "moe_aux_loss_coef", "moe_z_loss_coef", "norm_topk_prob", "router_activation",
-                             "max_seq_len", "rope_theta", "rotary_fraction", "norm", "residual", "norm_eps",
-                             "tie_embeddings", "dynamic_head_mask"};
+const char* const kKeys[] = {"type",
+                             "variant",
+                             "vocab_size",
+                             "d_model",
+                             "n_layers",
+                             "n_heads",
+                             "n_kv_heads",
+                             "head_dim",
+                             "ffn_hidden",
+                             "moe_experts",
+                             "moe_top_k",
+                             "moe_ffn_hidden",
+                             "moe_shared_experts",
+                             "first_dense_layers",
+                             "capacity_factor",
+                             "eval_capacity_factor",
+                             "moe_aux_loss_coef",
+                             "moe_z_loss_coef",
+                             "norm_topk_prob",
+                             "router_activation",
+                             "max_seq_len",
+                             "rope_theta",
+                             "rotary_fraction",
+                             "norm",
+                             "residual",
+                             "norm_eps",
+                             "tie_embeddings",
+                             "dynamic_head_mask"};
 
 std::string lower_name(std::string s) {
   for (char& c : s) c = c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -62,15 +84,9 @@ const std::vector<std::string>& variant_names() {
   return names;
 }
 
-int Config::rotary_dims() const {
-  return 2 * static_cast<int>(std::floor(rotary_fraction * head_dim / 2.0));
-}
-double Config::alpha() const {
-  return residual == Residual::kDeepNorm ? std::pow(2.0 * n_layers, 0.25) : 1.0;
-}
-double Config::beta() const {
-  return residual == Residual::kDeepNorm ? std::pow(8.0 * n_layers, -0.25) : 1.0;
-}
+int Config::rotary_dims() const { return 2 * static_cast<int>(std::floor(rotary_fraction * head_dim / 2.0)); }
+double Config::alpha() const { return residual == Residual::kDeepNorm ? std::pow(2.0 * n_layers, 0.25) : 1.0; }
+double Config::beta() const { return residual == Residual::kDeepNorm ? std::pow(8.0 * n_layers, -0.25) : 1.0; }
 
 void Config::count_params(uint64_t& total, uint64_t& active) const {
   const uint64_t d = d_model, hd = head_dim;
@@ -148,14 +164,15 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
   const Variant* v = nullptr;
   for (const Variant& x : kVariants)
     if (c.variant == x.name) v = &x;
-  if (!v) invalid_argument(m.path("variant") + ": unknown model variant '" + c.variant +
-                           "' (expected one of: nano, tiny, base, large, xl)");
+  if (!v)
+    invalid_argument(m.path("variant") + ": unknown model variant '" + c.variant +
+                     "' (expected one of: nano, tiny, base, large, xl)");
   c.d_model = m.get<int>("d_model", v->d_model);
   c.n_layers = m.get<int>("n_layers", v->n_layers);
   c.n_heads = m.get<int>("n_heads", v->n_heads);
   c.n_kv_heads = m.get<int>("n_kv_heads", m.has("n_heads") ? c.n_heads : v->n_kv_heads);
-  c.head_dim = m.get<int>("head_dim", (m.has("d_model") || m.has("n_heads")) ? c.d_model / std::max(1, c.n_heads)
-                                                                              : v->head_dim);
+  c.head_dim =
+      m.get<int>("head_dim", (m.has("d_model") || m.has("n_heads")) ? c.d_model / std::max(1, c.n_heads) : v->head_dim);
   c.ffn_hidden = m.get<int>("ffn_hidden", v->ffn_hidden);
   c.moe_experts = m.get<int>("moe_experts", v->moe_experts);
   c.moe_top_k = m.get<int>("moe_top_k", v->moe_top_k);
@@ -216,13 +233,13 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
   pos("max_seq_len", c.max_seq_len);
   // A derived head_dim is d_model's problem: name the option the user wrote.
   if (!m.has("head_dim") && c.head_dim > 1024)
-    invalid_argument(m.path("d_model") + ": " + quoted(c.d_model) + " gives head_dim = d_model / n_heads = " +
-                     quoted(c.head_dim) + ", above the 1024 the attention supports (expected d_model <= " +
-                     std::to_string(int64_t{1024} * c.n_heads) + " for " + quoted(c.n_heads) +
-                     " heads, or set model.head_dim)");
+    invalid_argument(
+        m.path("d_model") + ": " + quoted(c.d_model) + " gives head_dim = d_model / n_heads = " + quoted(c.head_dim) +
+        ", above the 1024 the attention supports (expected d_model <= " + std::to_string(int64_t{1024} * c.n_heads) +
+        " for " + quoted(c.n_heads) + " heads, or set model.head_dim)");
   need(c.head_dim <= 1024, m.path("head_dim") + ": " + quoted(c.head_dim) + " (expected <= 1024)");
-  need(c.n_heads % c.n_kv_heads == 0, m.path("n_kv_heads") + ": " + quoted(c.n_kv_heads) +
-                                          " does not divide n_heads " + quoted(c.n_heads));
+  need(c.n_heads % c.n_kv_heads == 0,
+       m.path("n_kv_heads") + ": " + quoted(c.n_kv_heads) + " does not divide n_heads " + quoted(c.n_heads));
   need(c.moe_experts >= 0 && c.moe_experts <= 1024,
        m.path("moe_experts") + ": " + quoted(c.moe_experts) + " (expected 0..1024)");
   need(c.first_dense_layers >= 0,
@@ -232,9 +249,9 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
   if (any_dense) pos("ffn_hidden", c.ffn_hidden);
   if (any_moe) {
     pos("moe_ffn_hidden", c.moe_ffn_hidden);
-    need(c.moe_top_k >= 1 && c.moe_top_k <= c.moe_experts,
-         m.path("moe_top_k") + ": " + quoted(c.moe_top_k) + " (expected 1..moe_experts = " +
-             quoted(c.moe_experts) + ")");
+    need(c.moe_top_k >= 1 && c.moe_top_k <= c.moe_experts, m.path("moe_top_k") + ": " + quoted(c.moe_top_k) +
+                                                               " (expected 1..moe_experts = " + quoted(c.moe_experts) +
+                                                               ")");
     need(c.moe_shared_experts >= 0,
          m.path("moe_shared_experts") + ": " + quoted(c.moe_shared_experts) + " (expected >= 0)");
   }

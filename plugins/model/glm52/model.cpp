@@ -59,8 +59,7 @@ template <class T>
 void head_fwd(int rows, int64_t V, int d, const T* h, const T* W, T* logits) {
   for (int64_t v0 = 0; v0 < V; v0 += kHeadSlice) {
     const int n = static_cast<int>(std::min<int64_t>(kHeadSlice, V - v0));
-    zcode::kernels::gemm(false, true, rows, n, d, T(1), h, d, W + v0 * d, d, T(0), logits + v0,
-                         static_cast<int>(V));
+    zcode::kernels::gemm(false, true, rows, n, d, T(1), h, d, W + v0 * d, d, T(0), logits + v0, static_cast<int>(V));
   }
 }
 
@@ -111,7 +110,7 @@ void scaled_copy(T* dst, const T* src, int64_t n, T a) {
 template <class T>
 struct Model<T>::LayerOffsets {
   int64_t attn_norm = 0, wqkv = 0, wo = 0, rope = 0, ffn_norm = 0;
-  int64_t w13 = -1, w2 = -1, router = -1;  // dense FFN / MoE router
+  int64_t w13 = -1, w2 = -1, router = -1;     // dense FFN / MoE router
   std::vector<int64_t> ew13, ew2, sw13, sw2;  // routed and shared experts
 };
 
@@ -211,8 +210,8 @@ Model<T>::Model(const Config& cfg, uint64_t init_seed)
   params_.reset(static_cast<T*>(zcode::kernels::alloc_large(bytes)));
   grads_.reset(static_cast<T*>(zcode::kernels::alloc_large(bytes)));
   if (!params_ || !grads_)
-    throw Error(ZC_ERR_OUT_OF_MEMORY, "glm52: cannot allocate 2 x " + std::to_string(bytes >> 20) +
-                                          " MiB of parameters and gradients");
+    throw Error(ZC_ERR_OUT_OF_MEMORY,
+                "glm52: cannot allocate 2 x " + std::to_string(bytes >> 20) + " MiB of parameters and gradients");
   init_params(init_seed);
   zero_grad();
 }
@@ -250,14 +249,14 @@ struct Model<T>::Workspace {
     T *xa = nullptr, *r1 = nullptr, *xf = nullptr, *r2 = nullptr, *rstd_a = nullptr, *rstd_f = nullptr;
     T *qkv = nullptr, *P = nullptr, *o = nullptr;
     uint8_t* hmask = nullptr;
-    T* a13 = nullptr;                                  // dense GLU pre-activations [N, 2·ffn_hidden]
-    T *z = nullptr, *p = nullptr, *gate = nullptr;     // router logits, probabilities [N, E], gates [N, k]
-    int32_t *tk_idx = nullptr, *tk_row = nullptr;      // [N, k]: chosen expert, row in expert order (-1 dropped)
-    int32_t *asg_of_row = nullptr;                     // [N·k]: row -> n·k + r
-    int32_t *off = nullptr, *cnt_all = nullptr;        // [E+1] row offsets, [E] assignments before capacity
-    T *a13e = nullptr, *ye = nullptr;                  // routed experts [rows, 2F], [rows, d]
-    T* a13s = nullptr;                                 // shared experts [S, N, 2F]
-    double aux = 0, zsum = 0;                          // this micro-batch's aux_l and Σ lse²
+    T* a13 = nullptr;                               // dense GLU pre-activations [N, 2·ffn_hidden]
+    T *z = nullptr, *p = nullptr, *gate = nullptr;  // router logits, probabilities [N, E], gates [N, k]
+    int32_t *tk_idx = nullptr, *tk_row = nullptr;   // [N, k]: chosen expert, row in expert order (-1 dropped)
+    int32_t* asg_of_row = nullptr;                  // [N·k]: row -> n·k + r
+    int32_t *off = nullptr, *cnt_all = nullptr;     // [E+1] row offsets, [E] assignments before capacity
+    T *a13e = nullptr, *ye = nullptr;               // routed experts [rows, 2F], [rows, d]
+    T* a13s = nullptr;                              // shared experts [S, N, 2F]
+    double aux = 0, zsum = 0;                       // this micro-batch's aux_l and Σ lse²
     int64_t dropped = 0;
   };
   int Bcap = 0, Tcap = 0, nthreads = 0;
@@ -390,8 +389,9 @@ typename Model<T>::Workspace& Model<T>::ensure_workspace(int B, int Tn) {
   auto ws = std::make_unique<Workspace>();
   ws->plan(cfg_, nb, nt, true, th, nullptr);
   ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(ws->bytes));
-  if (!ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "glm52: cannot allocate a " + std::to_string(ws->bytes >> 20) +
-                                                       " MiB activation workspace");
+  if (!ws->mem)
+    throw Error(ZC_ERR_OUT_OF_MEMORY,
+                "glm52: cannot allocate a " + std::to_string(ws->bytes >> 20) + " MiB activation workspace");
   ws->plan(cfg_, nb, nt, true, th, ws->mem);
   ws_ = std::move(ws);
   return *ws_;
@@ -439,10 +439,10 @@ struct Ctx {
   typename Model<T>::Workspace& ws;
   int B, Tn;
   int64_t N;
-  const int32_t* doc;   // [B, T] or null
+  const int32_t* doc;      // [B, T] or null
   double capacity_factor;  // of this pass: training's, eval_capacity_factor, or 0 (<= 0: dropless)
-  double grad_scale;    // loss_scale / Nstep (backward)
-  void* session;        // decode session (KV cache) or null
+  double grad_scale;       // loss_scale / Nstep (backward)
+  void* session;           // decode session (KV cache) or null
 };
 
 // ---- Norm (ScaleNorm / RMSNorm), forward and backward ----------------------
@@ -451,8 +451,7 @@ template <class T>
 void norm_fwd(const Ctx<T>& k, int64_t g, const T* x, T* y, T* rstd) {
   if (k.c.norm == Norm::kScaleNorm)
     zcode::kernels::scalenorm_fwd(x, y, rstd, k.N, k.c.d_model, k.P[g], static_cast<T>(k.c.norm_eps));
-  else
-    zcode::kernels::rmsnorm_fwd(x, y, rstd, k.N, k.c.d_model, k.P + g, static_cast<T>(k.c.norm_eps));
+  else zcode::kernels::rmsnorm_fwd(x, y, rstd, k.N, k.c.d_model, k.P + g, static_cast<T>(k.c.norm_eps));
 }
 /// dx (= or +=) ∂L/∂x given dy; the gain gradient accumulates (rows summed in order).
 template <class T>
@@ -471,8 +470,7 @@ void norm_bwd(const Ctx<T>& k, int64_t g, const T* x, const T* rstd, const T* dy
 /// out = W2·(SiLU(W1·x) ⊙ W3·x) + beta·out; a13 [rows, 2F] keeps the
 /// pre-activations; g [rows, F] is scratch.
 template <class T>
-void glu_fwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, const T* x, T* a13, T* g, T* out,
-             T beta) {
+void glu_fwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, const T* x, T* a13, T* g, T* out, T beta) {
   const int d = k.c.d_model;
   linear_fwd<T>(static_cast<int>(rows), 2 * F, d, x, k.P + w13, a13);
   zcode::kernels::silu_glu_fwd(a13, g, rows, F);
@@ -482,8 +480,8 @@ void glu_fwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, cons
 /// dx (dx may alias x). Consumes a13 (overwritten by its gradient); g
 /// [rows, F] is scratch.
 template <class T>
-void glu_bwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, const T* x, T* a13, T* g,
-             const T* dout, T* dx, T beta) {
+void glu_bwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, const T* x, T* a13, T* g, const T* dout,
+             T* dx, T beta) {
   const int d = k.c.d_model, n = static_cast<int>(rows);
   zcode::kernels::silu_glu_fwd(a13, g, rows, F);  // recomputed, not kept
   linear_bwd_w<T>(n, d, F, dout, g, k.G + w2);
@@ -512,10 +510,8 @@ void for_each_expert(const int32_t* off, int64_t E, F&& f) {
   for (int64_t e = 0; e < E; ++e) {
     const int64_t ne = off[e + 1] - off[e];
     if (ne == 0) continue;
-    if (threads > 1 && ne * threads > kept)
-      f(e);
-    else
-      order[n_small++] = static_cast<int32_t>(e);
+    if (threads > 1 && ne * threads > kept) f(e);
+    else order[n_small++] = static_cast<int32_t>(e);
   }
   // std::sort, not stable_sort: stable_sort allocates. Ties go to the lower index.
   std::sort(order, order + n_small, [&](int32_t a, int32_t b) {
@@ -574,8 +570,8 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   // Capacity, in the spec's priority order (sequential: it is an order).
   int64_t cap = std::numeric_limits<int64_t>::max();
   if (k.capacity_factor > 0)
-    cap = static_cast<int64_t>(std::ceil(k.capacity_factor * static_cast<double>(N) * static_cast<double>(K) /
-                                         static_cast<double>(E)));
+    cap = static_cast<int64_t>(
+        std::ceil(k.capacity_factor * static_cast<double>(N) * static_cast<double>(K) / static_cast<double>(E)));
   int32_t* cnt = a.off + 1;  // kept per expert, then prefix-summed in place
   for (int64_t e = 0; e <= E; ++e) a.off[e] = 0;
   for (int64_t e = 0; e < E; ++e) a.cnt_all[e] = 0;
@@ -613,14 +609,14 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   // Shared experts: dense GLUs on every token, weight 1.
   for (int s = 0; s < c.moe_shared_experts; ++s)
     glu_fwd(k, lo.sw13[s], lo.sw2[s], F, N, x, a.a13s + s * N * 2 * F, k.ws.gbuf, out, T(1));
-  // Routed experts: gather rows, one GEMM pair per expert.
+    // Routed experts: gather rows, one GEMM pair per expert.
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < kept; ++row)
     std::memcpy(k.ws.xe + row * d, x + (a.asg_of_row[row] / K) * d, sizeof(T) * static_cast<size_t>(d));
   for_each_expert(a.off, E, [&](int64_t e) {
     const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
-    glu_fwd(k, lo.ew13[e], lo.ew2[e], F, ne, k.ws.xe + r0 * d, a.a13e + r0 * 2 * F, k.ws.gbuf + r0 * F,
-            a.ye + r0 * d, T(0));
+    glu_fwd(k, lo.ew13[e], lo.ew2[e], F, ne, k.ws.xe + r0 * d, a.a13e + r0 * 2 * F, k.ws.gbuf + r0 * F, a.ye + r0 * d,
+            T(0));
   });
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
@@ -671,8 +667,8 @@ void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   }
   for_each_expert(a.off, E, [&](int64_t e) {
     const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
-    glu_bwd(k, lo.ew13[e], lo.ew2[e], F, ne, xe + r0 * d, a.a13e + r0 * 2 * F, g + r0 * F, dye + r0 * d,
-            xe + r0 * d, T(0));  // xe becomes ∂L/∂xe
+    glu_bwd(k, lo.ew13[e], lo.ew2[e], F, ne, xe + r0 * d, a.a13e + r0 * 2 * F, g + r0 * F, dye + r0 * d, xe + r0 * d,
+            T(0));  // xe becomes ∂L/∂xe
   });
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
@@ -697,7 +693,7 @@ void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
     const int32_t* idx = a.tk_idx + n * K;
     const T* dg = k.ws.dgate + n * K;
     T* dz = k.ws.dz + n * E;  // holds dp first
-    double dp[1024];  // E ≤ 1024 (checked at create)
+    double dp[1024];          // E ≤ 1024 (checked at create)
     for (int64_t e = 0; e < E; ++e) dp[e] = 0;
     if (c.norm_topk_prob) {  // g_r = p_r / s, s = Σ_sel p
       double s = 0, gp = 0;
@@ -749,7 +745,6 @@ const T* inv_freq(const Ctx<T>& k, int64_t rope, int n_pos, int pos0) {
   return k.ws.inv_freq;
 }
 
-
 // ---- Layer halves shared by the training forward and KV-cache decoding ----
 /// Attention input: a.qkv [N, qkv_dim] = xa·W_qkvᵀ with xa = x (deepnorm) or
 /// AttnNorm(x) (prenorm, into a.xa). RoPE and attention follow per caller.
@@ -798,7 +793,7 @@ struct Model<T>::DecodeSession {
   int batch = 0, max_len = 0, pos = 0;
   std::vector<T> kc, vc;  // [L, batch, max_len, Hkv·hd], keys after RoPE
   std::unique_ptr<Workspace> ws;
-  std::vector<T> prow;    // [threads, max_len]
+  std::vector<T> prow;  // [threads, max_len]
   std::vector<T> tmp;
   int threads = 0;
 };
@@ -810,8 +805,17 @@ struct Model<T>::DecodeSession {
 template <class T>
 void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor, StepMetrics* m) {
   const Config& c = cfg_;
-  Ctx<T> k{c, params_.get(), grads_.get(), ws, b.B, b.T, int64_t{b.B} * b.T,
-           c.cross_document_attention ? nullptr : b.doc_ids, capacity_factor, 0.0, nullptr};
+  Ctx<T> k{c,
+           params_.get(),
+           grads_.get(),
+           ws,
+           b.B,
+           b.T,
+           int64_t{b.B} * b.T,
+           c.cross_document_attention ? nullptr : b.doc_ids,
+           capacity_factor,
+           0.0,
+           nullptr};
   const int64_t N = k.N, d = c.d_model, qd = c.qkv_dim();
   const bool deep = c.residual == Residual::kDeepNorm;
   for (int64_t n = 0; n < N; ++n) ws.pos[n] = static_cast<int32_t>(n % b.T);
@@ -841,8 +845,7 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
         m->z_loss += a.zsum;
         m->moe_dropped_fraction += static_cast<double>(a.dropped);
         const double kept = static_cast<double>(a.off[c.moe_experts]);
-        for (int e = 0; e < c.moe_experts; ++e)
-          m->moe_load[e] += kept > 0 ? (a.off[e + 1] - a.off[e]) / kept : 0.0;
+        for (int e = 0; e < c.moe_experts; ++e) m->moe_load[e] += kept > 0 ? (a.off[e + 1] - a.off[e]) / kept : 0.0;
       }
     }
   }
@@ -857,8 +860,17 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
 template <class T>
 void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, StepMetrics*) {
   const Config& c = cfg_;
-  Ctx<T> k{c, params_.get(), grads_.get(), ws, b.B, b.T, int64_t{b.B} * b.T,
-           c.cross_document_attention ? nullptr : b.doc_ids, c.capacity_factor, grad_scale, nullptr};
+  Ctx<T> k{c,
+           params_.get(),
+           grads_.get(),
+           ws,
+           b.B,
+           b.T,
+           int64_t{b.B} * b.T,
+           c.cross_document_attention ? nullptr : b.doc_ids,
+           c.capacity_factor,
+           grad_scale,
+           nullptr};
   const int64_t N = k.N, d = c.d_model, H = c.n_heads, hd = c.head_dim, qd = c.qkv_dim();
   const bool deep = c.residual == Residual::kDeepNorm;
   const T alpha = static_cast<T>(c.alpha());
@@ -896,8 +908,7 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, St
     T* xa = deep ? x : a.xa;
     linear_bwd_w<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), dr1, a.o, k.G + lo.wo);
     linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), dr1, k.P + lo.wo, ws.dO, T(0));
-    attention_bwd(a.qkv, a.P, a.hmask, ws.dO, ws.dqkv, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim,
-                  ws.attn_scratch);
+    attention_bwd(a.qkv, a.P, a.hmask, ws.dO, ws.dqkv, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, ws.attn_scratch);
     const int h2 = c.rotary_dims() / 2;
     if (h2 > 0) {
       const T* inv = inv_freq(k, lo.rope, b.T, 0);
@@ -905,7 +916,8 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, St
                                ws.rope_cos, ws.rope_sin, ws.pos, ws.dtheta);
       for (int i = 0; i < h2; ++i) {  // ∂L/∂log f = f·Σ_n pos_n·∂L/∂θ_n (fixed order)
         double s = 0;
-        for (int64_t n = 0; n < N; ++n) s += static_cast<double>(ws.pos[n]) * static_cast<double>(ws.dtheta[n * h2 + i]);
+        for (int64_t n = 0; n < N; ++n)
+          s += static_cast<double>(ws.pos[n]) * static_cast<double>(ws.dtheta[n * h2 + i]);
         k.G[lo.rope + i] += static_cast<T>(static_cast<double>(inv[i]) * s);
       }
     }
@@ -947,8 +959,8 @@ void Model<T>::check_batch(const BatchView& b) const {
     throw Error(ZC_ERR_INVALID_ARGUMENT, "batch: shape [" + std::to_string(b.B) + ", " + std::to_string(b.T) +
                                              "] (expected [batch >= 1, seq >= 1])");
   if (b.T > c.max_seq_len)
-    throw Error(ZC_ERR_INVALID_ARGUMENT, "batch: seq " + std::to_string(b.T) + " exceeds model.max_seq_len " +
-                                             std::to_string(c.max_seq_len));
+    throw Error(ZC_ERR_INVALID_ARGUMENT,
+                "batch: seq " + std::to_string(b.T) + " exceeds model.max_seq_len " + std::to_string(c.max_seq_len));
   if (!c.cross_document_attention && !b.doc_ids)
     throw Error(ZC_ERR_INVALID_ARGUMENT,
                 "batch.doc_ids: missing, but data.cross_document_attention is false (document masking needs them)");
@@ -959,9 +971,9 @@ void Model<T>::check_batch(const BatchView& b) const {
                                                std::to_string(n % b.T) + "]: token id " + std::to_string(b.ids[n]) +
                                                " out of range [0, " + std::to_string(c.vocab_size) + ")");
     if (b.targets && (b.targets[n] < -1 || b.targets[n] >= c.vocab_size))
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets[" + std::to_string(n / b.T) + "][" +
-                                               std::to_string(n % b.T) + "]: " + std::to_string(b.targets[n]) +
-                                               " (expected -1 or an id in [0, " + std::to_string(c.vocab_size) + "))");
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets[" + std::to_string(n / b.T) + "][" + std::to_string(n % b.T) +
+                                               "]: " + std::to_string(b.targets[n]) + " (expected -1 or an id in [0, " +
+                                               std::to_string(c.vocab_size) + "))");
   }
 }
 
@@ -998,8 +1010,8 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
       if (skip_unlabelled_chunk(rows, static_cast<int>(d), ws.labels + r0, ws.nll + r0, ws.gx + r0 * d)) continue;
       head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits);
       zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
-      zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale),
-                                   true, smp);
+      zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale), true,
+                                   smp);
       head_bwd<T>(rows, V, static_cast<int>(d), ws.logits, hf + r0 * d, W, ws.gx + r0 * d, GW);
     }
   } else {
@@ -1140,8 +1152,8 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
   }
   for (int i = 0; i < s->batch; ++i)
     if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: tokens[" + std::to_string(i) + "] = " +
-                                               std::to_string(tokens[i]) + " out of range [0, " +
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: tokens[" + std::to_string(i) +
+                                               "] = " + std::to_string(tokens[i]) + " out of range [0, " +
                                                std::to_string(c.vocab_size) + ")");
   Workspace& ws = *s->ws;
   const int Bn = s->batch;
@@ -1178,9 +1190,9 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
       for (int64_t h = 0; h < H; ++h) {
         const int64_t g = h / group;
         T* prow = s->prow.data() + size_t(omp_get_thread_num()) * s->max_len;
-        attend_row(a.qkv + n * qd + h * hd, kc + n * s->max_len * kvw + g * hd, vc + n * s->max_len * kvw + g * hd,
-                   kvw, pos + 1, static_cast<const int32_t*>(nullptr), 0, static_cast<int>(hd), scale,
-                   c.dynamic_head_mask, static_cast<T>(c.entropy_threshold), prow, a.o + n * H * hd + h * hd);
+        attend_row(a.qkv + n * qd + h * hd, kc + n * s->max_len * kvw + g * hd, vc + n * s->max_len * kvw + g * hd, kvw,
+                   pos + 1, static_cast<const int32_t*>(nullptr), 0, static_cast<int>(hd), scale, c.dynamic_head_mask,
+                   static_cast<T>(c.entropy_threshold), prow, a.o + n * H * hd + h * hd);
       }
     post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
   }
@@ -1205,8 +1217,8 @@ void Model<T>::decode_reorder(DecodeSession* s, const int32_t* src) {
   if (!s) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: no session");
   for (int i = 0; i < s->batch; ++i)
     if (src[i] < 0 || src[i] >= s->batch)
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: src[" + std::to_string(i) + "] = " +
-                                               std::to_string(src[i]) + " (expected 0.." +
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: src[" + std::to_string(i) +
+                                               "] = " + std::to_string(src[i]) + " (expected 0.." +
                                                std::to_string(s->batch - 1) + ")");
   const size_t seq = size_t(s->max_len) * cfg_.n_kv_heads * cfg_.head_dim;
   const size_t layer = seq * s->batch;

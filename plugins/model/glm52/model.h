@@ -98,8 +98,7 @@ class Model {
   struct MemoryPlan {
     size_t parameter_bytes = 0, gradient_bytes = 0, workspace_bytes = 0;
   };
-  static MemoryPlan memory_plan(const Config& cfg, int B, int Tn, int threads,
-                                std::vector<ParamInfo>* infos = nullptr);
+  static MemoryPlan memory_plan(const Config& cfg, int B, int Tn, int threads, std::vector<ParamInfo>* infos = nullptr);
 
   /// Bytes of activations the backward keeps for a [B, T] batch (the
   /// analytic memory need, README.md "Performance"), and the workspace total.

@@ -36,7 +36,8 @@ void check_ids(const DLTensor& t, const char* name, int64_t B, int64_t T) {
     throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("batch.") + name + ": expected int32 [batch, seq]");
   if (B >= 0 && (t.shape[0] != B || t.shape[1] != T))
     throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("batch.") + name + ": shape " + shape_str(t.shape, 2) +
-                                             " differs from input_ids " + shape_str(std::vector<int64_t>{B, T}.data(), 2));
+                                             " differs from input_ids " +
+                                             shape_str(std::vector<int64_t>{B, T}.data(), 2));
   if (t.strides && (t.strides[1] != 1 || t.strides[0] != t.shape[1]))
     throw Error(ZC_ERR_INVALID_ARGUMENT, std::string("batch.") + name + ": must be contiguous");
 }
@@ -80,8 +81,9 @@ class Glm52 : public zcode::sdk::Model {
                             std::to_string(threads_) + " threads, OpenBLAS " + zcode::kernels::blas_threading());
     if (const std::string w = zcode::kernels::blas_core_warning(); !w.empty()) host_.warn("glm52", w);
     if (zcode::kernels::blas_threading() == "pthread" && threads_ > 1)
-      host_.warn("glm52", "OpenBLAS is its pthread build: its threads and OpenMP's contend for the cores; "
-                          "install libopenblas0-openmp (scripts/install-deps.sh)");
+      host_.warn("glm52",
+                 "OpenBLAS is its pthread build: its threads and OpenMP's contend for the cores; "
+                 "install libopenblas0-openmp (scripts/install-deps.sh)");
     metric_names_.clear();
     for (int e = 0; e < cfg_.moe_experts; ++e) metric_names_.push_back("moe_load_" + std::to_string(e));
     metrics_.moe_load.reserve(static_cast<size_t>(cfg_.moe_experts));
@@ -99,7 +101,8 @@ class Glm52 : public zcode::sdk::Model {
     const int64_t train_rows = ctx.config().object("data").get<int64_t>("batch_size", 8);
     const int64_t eval_rows = ctx.config().object("evaluation").get<int64_t>("batch_size", train_rows);
     const int64_t rows = std::max<int64_t>({train_rows, eval_rows, 1});
-    if (rows > INT32_MAX) throw Error(ZC_ERR_INVALID_ARGUMENT, "data.batch_size: " + std::to_string(rows) + " is too large");
+    if (rows > INT32_MAX)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "data.batch_size: " + std::to_string(rows) + " is too large");
     std::vector<glm52::ParamInfo> infos;
     const auto plan = glm52::Model<float>::memory_plan(cfg, static_cast<int>(rows), cfg.max_seq_len,
                                                        std::max(1, ctx.host().num_threads()), &infos);
@@ -166,7 +169,8 @@ class Glm52 : public zcode::sdk::Model {
     act_list_.clear();
     for (size_t i = 0; i < acts_.size(); ++i) {
       act_shapes_[i] = {B, Tn, acts_[i].width};
-      act_values_[i] = zcode::sdk::make_view(const_cast<float*>(acts_[i].data), zcode::sdk::kF32, 3, act_shapes_[i].data());
+      act_values_[i] =
+          zcode::sdk::make_view(const_cast<float*>(acts_[i].data), zcode::sdk::kF32, 3, act_shapes_[i].data());
       act_list_.push_back(zc_param{acts_[i].name.c_str(), &act_values_[i], nullptr, 0, 0});
     }
     return zc_param_list{act_list_.data(), act_list_.size()};
@@ -214,7 +218,8 @@ class Glm52 : public zcode::sdk::Model {
     for (const glm52::ParamInfo& p : infos) {
       const DLTensor* t = r.find(p.name);
       const std::string want = shape_str(p.shape.data(), static_cast<int>(p.shape.size()));
-      if (!t) throw Error(ZC_ERR_NOT_FOUND, "model state: tensor '" + p.name + "' missing (expected float32 " + want + ")");
+      if (!t)
+        throw Error(ZC_ERR_NOT_FOUND, "model state: tensor '" + p.name + "' missing (expected float32 " + want + ")");
       if (!zcode::sdk::same_dtype(t->dtype, zcode::sdk::kF32))
         throw Error(ZC_ERR_DATA, "model state: tensor '" + p.name + "' is not float32");
       if (t->device.device_type != kDLCPU)
@@ -255,7 +260,8 @@ class Glm52 : public zcode::sdk::Model {
     check_ids(b.input_ids, "input_ids", -1, -1);
     const int64_t B = b.input_ids.shape[0], T = b.input_ids.shape[1];
     if (B < 1 || T < 1 || B * T > (int64_t{1} << 31))
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.input_ids: shape " + shape_str(b.input_ids.shape, 2) + " out of range");
+      throw Error(ZC_ERR_INVALID_ARGUMENT,
+                  "batch.input_ids: shape " + shape_str(b.input_ids.shape, 2) + " out of range");
     glm52::BatchView v;
     v.B = static_cast<int>(B);
     v.T = static_cast<int>(T);
@@ -281,8 +287,8 @@ class Glm52 : public zcode::sdk::Model {
     rapidjson::Document mine;
     mine.Parse(info_.c_str());
     const rapidjson::Value& a = d["architecture"];
-    for (const char* key : {"n_heads", "n_kv_heads", "head_dim", "moe_top_k", "norm", "residual",
-                            "router_activation", "norm_topk_prob", "tie_embeddings", "vocab_size"}) {
+    for (const char* key : {"n_heads", "n_kv_heads", "head_dim", "moe_top_k", "norm", "residual", "router_activation",
+                            "norm_topk_prob", "tie_embeddings", "vocab_size"}) {
       if (!a.HasMember(key)) continue;
       if (a[key] != mine[key])
         throw Error(ZC_ERR_DATA, std::string("model state: ") + key + " is " + zcode::sdk::to_json(a[key]) +

@@ -16,9 +16,9 @@ namespace {
 // Applies w ← w·decay − α·(Û or M), Û = u·clip, for one range where
 // u = g·row_scale·col_scale[j] (factored row) or g/√v (v non-null).
 // mom (or nullptr) is the first moment M.
-void adafactor_apply(float* __restrict w, const float* __restrict g, const float* __restrict col_scale,
-                     float row_scale, const float* __restrict v, float* __restrict mom, int64_t n, float clip,
-                     float decay, float alpha, float b1, float omb1) {
+void adafactor_apply(float* __restrict w, const float* __restrict g, const float* __restrict col_scale, float row_scale,
+                     const float* __restrict v, float* __restrict mom, int64_t n, float clip, float decay, float alpha,
+                     float b1, float omb1) {
   for (int64_t j = 0; j < n; ++j) {
     const float u = (v ? g[j] / std::sqrt(v[j]) : g[j] * row_scale * col_scale[j]) * clip;
     float step = u;
@@ -33,15 +33,19 @@ void adafactor_apply(float* __restrict w, const float* __restrict g, const float
 }  // namespace
 
 Adafactor::Adafactor(const sdk::CreateContext& ctx)
-    : OptimizerBase(ctx, "adafactor", 0.0,
-                    {"eps", "eps2", "decay_rate", "clip_threshold", "beta1", "relative_step", "scale_parameter",
-                     "warmup_init"}) {
+    : OptimizerBase(
+          ctx, "adafactor", 0.0,
+          {"eps", "eps2", "decay_rate", "clip_threshold", "beta1", "relative_step", "scale_parameter", "warmup_init"}) {
   // `eps` is the config-wide optimizer.eps (a number, default 1e-8 from the
   // guide's OptimizerConfig), used as ε1; the paper's ε1 is 1e-30.
   eps1_ = opts_.get<double>("eps", 1e-30);
   eps2_ = opts_.get<double>("eps2", 1e-3);
-  if (!(eps1_ >= 0)) sdk::invalid_argument("optimizer.eps: expected a number >= 0 (Adafactor's eps1, added to g^2), found " + std::to_string(eps1_));
-  if (!(eps2_ >= 0)) sdk::invalid_argument("optimizer.eps2: expected a number >= 0 (Adafactor's floor of RMS(w)), found " + std::to_string(eps2_));
+  if (!(eps1_ >= 0))
+    sdk::invalid_argument("optimizer.eps: expected a number >= 0 (Adafactor's eps1, added to g^2), found " +
+                          std::to_string(eps1_));
+  if (!(eps2_ >= 0))
+    sdk::invalid_argument("optimizer.eps2: expected a number >= 0 (Adafactor's floor of RMS(w)), found " +
+                          std::to_string(eps2_));
   decay_rate_ = opts_.get<double>("decay_rate", -0.8);
   if (!(decay_rate_ < 0.0 && decay_rate_ >= -1.0))
     sdk::invalid_argument("optimizer.decay_rate: expected a number in [-1, 0) (beta2_t = 1 - t^decay_rate), found " +
@@ -125,21 +129,27 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
         const float* gb = g + bi * R * C;
         float* rb = row + bi * R;
         float* cb = col + bi * C;
-        parallel_ranges(R, threads_, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            double a = 0.0;
-            for (int64_t c = 0; c < C; ++c) a += static_cast<double>(gb[r * C + c]) * gb[r * C + c] + eps1_;
-            rb[r] = static_cast<float>(beta2t * rb[r] + (1.0 - beta2t) * (a / static_cast<double>(C)));
-          }
-        }, C);
+        parallel_ranges(
+            R, threads_,
+            [&](int64_t r0, int64_t r1) {
+              for (int64_t r = r0; r < r1; ++r) {
+                double a = 0.0;
+                for (int64_t c = 0; c < C; ++c) a += static_cast<double>(gb[r * C + c]) * gb[r * C + c] + eps1_;
+                rb[r] = static_cast<float>(beta2t * rb[r] + (1.0 - beta2t) * (a / static_cast<double>(C)));
+              }
+            },
+            C);
         double* acc = col_acc_.data();
-        parallel_ranges(C, threads_, [&](int64_t c0, int64_t c1) {
-          for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0;
-          for (int64_t r = 0; r < R; ++r)
-            for (int64_t c = c0; c < c1; ++c) acc[c] += static_cast<double>(gb[r * C + c]) * gb[r * C + c] + eps1_;
-          for (int64_t c = c0; c < c1; ++c)
-            cb[c] = static_cast<float>(beta2t * cb[c] + (1.0 - beta2t) * (acc[c] / static_cast<double>(R)));
-        }, R);
+        parallel_ranges(
+            C, threads_,
+            [&](int64_t c0, int64_t c1) {
+              for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0;
+              for (int64_t r = 0; r < R; ++r)
+                for (int64_t c = c0; c < c1; ++c) acc[c] += static_cast<double>(gb[r * C + c]) * gb[r * C + c] + eps1_;
+              for (int64_t c = c0; c < c1; ++c)
+                cb[c] = static_cast<float>(beta2t * cb[c] + (1.0 - beta2t) * (acc[c] / static_cast<double>(R)));
+            },
+            R);
         double mean_r = 0.0;
         for (int64_t r = 0; r < R; ++r) mean_r += rb[r];
         mean_r /= static_cast<double>(R);
@@ -148,18 +158,21 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
       }
       const float* rs = row_scale_.data();
       const float* cs = col_scale_.data();
-      sum_u2 = parallel_sum<1>(f.batch * R, threads_, [&](int64_t q0, int64_t q1, double* acc) {
-        double a = 0.0;
-        for (int64_t q = q0; q < q1; ++q) {
-          const float* gr = g + q * C;
-          const float* csb = cs + (q / R) * C;
-          for (int64_t c = 0; c < C; ++c) {
-            const float u = gr[c] * rs[q] * csb[c];
-            a += static_cast<double>(u) * u;
-          }
-        }
-        acc[0] += a;
-      }, C)[0];
+      sum_u2 = parallel_sum<1>(
+          f.batch * R, threads_,
+          [&](int64_t q0, int64_t q1, double* acc) {
+            double a = 0.0;
+            for (int64_t q = q0; q < q1; ++q) {
+              const float* gr = g + q * C;
+              const float* csb = cs + (q / R) * C;
+              for (int64_t c = 0; c < C; ++c) {
+                const float u = gr[c] * rs[q] * csb[c];
+                a += static_cast<double>(u) * u;
+              }
+            }
+            acc[0] += a;
+          },
+          C)[0];
     } else {
       float* __restrict v = buf(f.full);
       const float b2 = static_cast<float>(beta2t), omb2 = static_cast<float>(1.0 - beta2t);
@@ -184,11 +197,14 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
       const int64_t R = f.rows, C = f.cols;
       const float* rs = row_scale_.data();
       const float* cs = col_scale_.data();
-      parallel_ranges(f.batch * R, threads_, [&](int64_t q0, int64_t q1) {
-        for (int64_t q = q0; q < q1; ++q)
-          adafactor_apply(w + q * C, g + q * C, cs + (q / R) * C, rs[q], nullptr, mom ? mom + q * C : nullptr, C, clip,
-                          decay, a, b1, omb1);
-      }, C);
+      parallel_ranges(
+          f.batch * R, threads_,
+          [&](int64_t q0, int64_t q1) {
+            for (int64_t q = q0; q < q1; ++q)
+              adafactor_apply(w + q * C, g + q * C, cs + (q / R) * C, rs[q], nullptr, mom ? mom + q * C : nullptr, C,
+                              clip, decay, a, b1, omb1);
+          },
+          C);
     } else {
       const float* v = buf(f.full);
       parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {

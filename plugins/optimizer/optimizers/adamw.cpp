@@ -22,7 +22,8 @@ void adamw_kernel(float* __restrict w, const float* __restrict g, float* __restr
 
 }  // namespace
 
-AdamW::AdamW(const sdk::CreateContext& ctx) : OptimizerBase(ctx, "adamw", 0.01 /* torch.optim.AdamW */, {"betas", "eps"}) {
+AdamW::AdamW(const sdk::CreateContext& ctx)
+    : OptimizerBase(ctx, "adamw", 0.01 /* torch.optim.AdamW */, {"betas", "eps"}) {
   read_betas(opts_, beta1_, beta2_);
   eps_ = positive(opts_, "eps", 1e-8);
   for (size_t i = 0; i < slots_.size(); ++i) {

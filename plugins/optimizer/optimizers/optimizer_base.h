@@ -59,23 +59,22 @@ class OptimizerBase : public sdk::Optimizer {
     rapidjson::Document d;
     const std::string_view js = r.json();
     d.Parse(js.data(), js.size());
-    if (d.HasParseError() || !d.IsObject())
-      throw sdk::Error(ZC_ERR_DATA, "optimizer state: JSON is not an object");
+    if (d.HasParseError() || !d.IsObject()) throw sdk::Error(ZC_ERR_DATA, "optimizer state: JSON is not an object");
     if (!d.HasMember("optimizer") || !d["optimizer"].IsString() || name_ != d["optimizer"].GetString())
-      throw sdk::Error(ZC_ERR_DATA, "optimizer state: saved by optimizer '" +
-                                        std::string(d.HasMember("optimizer") && d["optimizer"].IsString()
-                                                        ? d["optimizer"].GetString()
-                                                        : "?") +
-                                        "', cannot load into '" + name_ + "'");
+      throw sdk::Error(
+          ZC_ERR_DATA,
+          "optimizer state: saved by optimizer '" +
+              std::string(d.HasMember("optimizer") && d["optimizer"].IsString() ? d["optimizer"].GetString() : "?") +
+              "', cannot load into '" + name_ + "'");
     if (!d.HasMember("step") || !d["step"].IsUint64())
       throw sdk::Error(ZC_ERR_DATA, "optimizer state: missing or invalid \"step\"");
     // Validate everything before changing anything.
     for (const StateBuffer& b : buffers_) {
       const DLTensor& t = r.get(b.name);
       if (!sdk::same_dtype(t.dtype, sdk::kF32) || sdk::numel(t) != static_cast<int64_t>(b.data.size()))
-        throw sdk::Error(ZC_ERR_DATA, "optimizer state: tensor '" + b.name + "' has " +
-                                          std::to_string(sdk::numel(t)) + " elements or a non-fp32 dtype, expected " +
-                                          std::to_string(b.data.size()) + " fp32");
+        throw sdk::Error(ZC_ERR_DATA, "optimizer state: tensor '" + b.name + "' has " + std::to_string(sdk::numel(t)) +
+                                          " elements or a non-fp32 dtype, expected " + std::to_string(b.data.size()) +
+                                          " fp32");
     }
     if (r.num_tensors() != buffers_.size()) {
       for (size_t i = 0; i < r.num_tensors(); ++i) {
@@ -122,7 +121,8 @@ class OptimizerBase : public sdk::Optimizer {
     check_keys(o, own_keys);
     weight_decay_ = o.get<double>("weight_decay", default_weight_decay);
     if (!(weight_decay_ >= 0.0) || !std::isfinite(weight_decay_))
-      sdk::invalid_argument(o.path("weight_decay") + ": expected a number >= 0, found " + std::to_string(weight_decay_));
+      sdk::invalid_argument(o.path("weight_decay") + ": expected a number >= 0, found " +
+                            std::to_string(weight_decay_));
     const bool decay_embeddings = o.get<bool>("decay_embeddings", false);
     std::vector<ParamGroup> groups = parse_param_groups(o);
     sdk::ModelRef model = ctx.model();
@@ -133,7 +133,8 @@ class OptimizerBase : public sdk::Optimizer {
   /// Reads `key` as a pair of numbers in [0, 1) (Adam-style betas).
   static void read_betas(const sdk::Options& o, double& b1, double& b2) {
     std::vector<double> b = o.get_list<double>("betas", {b1, b2});
-    if (b.size() != 2) sdk::invalid_argument(o.path("betas") + ": expected 2 numbers, found " + std::to_string(b.size()));
+    if (b.size() != 2)
+      sdk::invalid_argument(o.path("betas") + ": expected 2 numbers, found " + std::to_string(b.size()));
     for (int i = 0; i < 2; ++i)
       if (!(b[i] >= 0.0 && b[i] < 1.0))
         sdk::invalid_argument(o.path("betas") + "[" + std::to_string(i) + "]: expected a number in [0, 1), found " +
@@ -173,7 +174,7 @@ class OptimizerBase : public sdk::Optimizer {
   double weight_decay_ = 0.0;
   std::vector<ParamSlot> slots_;
   std::vector<StateBuffer> buffers_;
-  uint64_t step_ = 0;  // updates applied so far (bias corrections use step_ after the increment)
+  uint64_t step_ = 0;           // updates applied so far (bias corrections use step_ after the increment)
   bool estimate_only_ = false;  // built by estimate_memory: buffers have shapes, no data
 
  private:
@@ -188,8 +189,8 @@ class OptimizerBase : public sdk::Optimizer {
         std::string allowed;
         for (const char* c : kCommon) allowed += std::string(allowed.empty() ? "" : ", ") + c;
         for (const char* c : own) allowed += std::string(", ") + c;
-        sdk::invalid_argument("optimizer." + std::string(k) + ": unknown option for " + name_ + " (allowed: " +
-                              allowed + ")");
+        sdk::invalid_argument("optimizer." + std::string(k) + ": unknown option for " + name_ +
+                              " (allowed: " + allowed + ")");
       }
     }
   }

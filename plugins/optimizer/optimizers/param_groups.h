@@ -94,8 +94,7 @@ inline std::vector<ParamGroup> parse_param_groups(const sdk::Options& opt) {
 /// yet), ZC_ERR_INVALID_ARGUMENT for anything else malformed, including a
 /// group whose pattern matches no parameter (almost always a typo).
 inline std::vector<ParamSlot> resolve_params(const zc_param_list& params, std::vector<ParamGroup>& groups,
-                                             double weight_decay, bool decay_embeddings,
-                                             const std::string& prefix) {
+                                             double weight_decay, bool decay_embeddings, const std::string& prefix) {
   std::vector<ParamSlot> slots;
   slots.reserve(params.count);
   for (size_t i = 0; i < params.count; ++i) {
@@ -104,8 +103,9 @@ inline std::vector<ParamSlot> resolve_params(const zc_param_list& params, std::v
     if (!p.value || !p.grad) sdk::invalid_argument(prefix + ": parameter '" + name + "' has no value or grad tensor");
     for (const DLTensor* t : {p.value, p.grad}) {
       if (t->device.device_type == kDLCUDA)
-        throw sdk::Error(ZC_ERR_UNSUPPORTED, prefix + ": parameter '" + name +
-                                                 "' is on CUDA; the optimizers have CPU kernels only (not implemented yet)");
+        throw sdk::Error(ZC_ERR_UNSUPPORTED,
+                         prefix + ": parameter '" + name +
+                             "' is on CUDA; the optimizers have CPU kernels only (not implemented yet)");
       if (t->device.device_type != kDLCPU)
         sdk::invalid_argument(prefix + ": parameter '" + name + "' is not on the CPU");
       if (!sdk::same_dtype(t->dtype, sdk::kF32))

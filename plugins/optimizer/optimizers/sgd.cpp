@@ -30,8 +30,10 @@ Sgd::Sgd(const sdk::CreateContext& ctx, const char* name, double default_momentu
   momentum_ = positive(opts_, "momentum", default_momentum, 0.0, /*inclusive=*/true);
   dampening_ = positive(opts_, "dampening", 0.0, 0.0, true);
   nesterov_ = opts_.get<bool>("nesterov", false);
-  if (momentum_ >= 1.0) sdk::invalid_argument("optimizer.momentum: expected a number in [0, 1), found " + std::to_string(momentum_));
-  if (dampening_ > 1.0) sdk::invalid_argument("optimizer.dampening: expected a number in [0, 1], found " + std::to_string(dampening_));
+  if (momentum_ >= 1.0)
+    sdk::invalid_argument("optimizer.momentum: expected a number in [0, 1), found " + std::to_string(momentum_));
+  if (dampening_ > 1.0)
+    sdk::invalid_argument("optimizer.dampening: expected a number in [0, 1], found " + std::to_string(dampening_));
   if (nesterov_ && (momentum_ <= 0.0 || dampening_ != 0.0))
     sdk::invalid_argument("optimizer.nesterov: true needs momentum > 0 and dampening 0 (as torch.optim.SGD)");
   if (momentum_ > 0.0)

@@ -34,7 +34,8 @@ Sophia::Sophia(const sdk::CreateContext& ctx)
   rho_ = positive(opts_, "rho", 0.04);
   eps_ = positive(opts_, "eps", 1e-12);
   const int64_t k = opts_.get<int64_t>("hessian_update_interval", 10);
-  if (k < 1) sdk::invalid_argument("optimizer.hessian_update_interval: expected an integer >= 1, found " + std::to_string(k));
+  if (k < 1)
+    sdk::invalid_argument("optimizer.hessian_update_interval: expected an integer >= 1, found " + std::to_string(k));
   k_ = static_cast<uint64_t>(k);
   for (size_t i = 0; i < slots_.size(); ++i) {
     m_.push_back(add_buffer(i, "exp_avg", slots_[i].shape));

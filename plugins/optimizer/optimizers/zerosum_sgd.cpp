@@ -9,13 +9,15 @@ ZerosumSgd::ZerosumSgd(const sdk::CreateContext& ctx) : Sgd(ctx, "zerosum_sgd", 
   for (const ParamSlot& s : slots_) {
     if (!(s.flags & ZC_PARAM_ROUTER)) continue;
     if (s.shape.size() != 2 || s.shape[0] < 1)
-      sdk::invalid_argument("zerosum_sgd: router parameter '" + s.name + "' must have shape [n_experts, d_model], found " +
-                            std::to_string(s.shape.size()) + " dimensions");
+      sdk::invalid_argument("zerosum_sgd: router parameter '" + s.name +
+                            "' must have shape [n_experts, d_model], found " + std::to_string(s.shape.size()) +
+                            " dimensions");
     ++routers;
     max_cols = std::max(max_cols, static_cast<size_t>(s.shape[1]));
   }
   if (routers == 0)
-    host_.warn("zerosum_sgd", "the model has no parameter flagged as an MoE router: zerosum_sgd is plain SGD-momentum here");
+    host_.warn("zerosum_sgd",
+               "the model has no parameter flagged as an MoE router: zerosum_sgd is plain SGD-momentum here");
   col_mean_.resize(max_cols);
 }
 

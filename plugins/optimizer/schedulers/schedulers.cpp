@@ -27,7 +27,8 @@ class ScheduleBase : public zcode::sdk::Scheduler {
  public:
   double lr(uint64_t step, double base_lr) const final {
     if (!(base_lr >= 0.0) || !std::isfinite(base_lr))
-      invalid_argument("scheduler: base lr (optimizer.lr) must be a finite number >= 0, got " + std::to_string(base_lr));
+      invalid_argument("scheduler: base lr (optimizer.lr) must be a finite number >= 0, got " +
+                       std::to_string(base_lr));
     if (step < warmup_) return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_);
     return base_lr * factor(step);
   }
@@ -55,8 +56,8 @@ class ScheduleBase : public zcode::sdk::Scheduler {
       invalid_argument("training.max_steps: missing; scheduler '" + type_ + "' decays over it");
     }
     if (needs_max_steps && warmup_ > max_steps_)
-      invalid_argument("scheduler.warmup_steps: " + std::to_string(warmup_) + " exceeds training.max_steps = " +
-                       std::to_string(max_steps_));
+      invalid_argument("scheduler.warmup_steps: " + std::to_string(warmup_) +
+                       " exceeds training.max_steps = " + std::to_string(max_steps_));
     min_lr_ratio_ = o_.get<double>("min_lr_ratio", 0.0);
     if (!(min_lr_ratio_ >= 0.0 && min_lr_ratio_ <= 1.0))
       invalid_argument("scheduler.min_lr_ratio: expected a number in [0, 1], found " + std::to_string(min_lr_ratio_));
@@ -155,8 +156,8 @@ class Wsd final : public ScheduleBase {
       stable_ = room - decay_;
     } else if (!has_s) {
       if (decay_ > room)
-        invalid_argument("scheduler.decay_steps: " + std::to_string(decay_) + " exceeds training.max_steps − warmup_steps = " +
-                         std::to_string(room));
+        invalid_argument("scheduler.decay_steps: " + std::to_string(decay_) +
+                         " exceeds training.max_steps − warmup_steps = " + std::to_string(room));
       stable_ = room - decay_;
     } else if (!has_d) {
       if (stable_ >= room)
@@ -164,15 +165,18 @@ class Wsd final : public ScheduleBase {
                          " leaves no step to decay in training.max_steps − warmup_steps = " + std::to_string(room));
       decay_ = room - stable_;
     } else if (warmup_ + stable_ + decay_ > max_steps_) {
-      c.host().warn("scheduler", "wsd: warmup_steps + stable_steps + decay_steps = " +
-                                     std::to_string(warmup_ + stable_ + decay_) + " exceeds training.max_steps = " +
-                                     std::to_string(max_steps_) + "; training ends before the decay finishes");
+      c.host().warn("scheduler",
+                    "wsd: warmup_steps + stable_steps + decay_steps = " + std::to_string(warmup_ + stable_ + decay_) +
+                        " exceeds training.max_steps = " + std::to_string(max_steps_) +
+                        "; training ends before the decay finishes");
     }
   }
   double factor(uint64_t s) const override {
     if (s < warmup_ + stable_) return 1.0;
     const double p = progress(s, warmup_ + stable_, decay_);
-    const double f = shape_ == 0 ? 1.0 - p : shape_ == 1 ? 0.5 * (1.0 + std::cos(std::numbers::pi * p)) : 1.0 - std::sqrt(p);
+    const double f = shape_ == 0   ? 1.0 - p
+                     : shape_ == 1 ? 0.5 * (1.0 + std::cos(std::numbers::pi * p))
+                                   : 1.0 - std::sqrt(p);
     return with_floor(f);
   }
 
@@ -193,10 +197,12 @@ class InverseSqrt final : public ScheduleBase {
   }
 };
 
-#define ZC_SCHED_SCHEMA(OWN)                                                                                      \
-  R"({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},)"                     \
-  R"("warmup_steps":{"type":"integer","minimum":0,"default":0,"description":"lr = base*(step+1)/warmup_steps for step < warmup_steps"})" OWN "}}"
-#define ZC_SCHED_MIN R"(,"min_lr_ratio":{"type":"number","minimum":0,"maximum":1,"default":0,"description":"final lr / base lr"})"
+#define ZC_SCHED_SCHEMA(OWN)                                                                                                                 \
+  R"({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},)"                                                 \
+  R"("warmup_steps":{"type":"integer","minimum":0,"default":0,"description":"lr = base*(step+1)/warmup_steps for step < warmup_steps"})" OWN \
+  "}}"
+#define ZC_SCHED_MIN \
+  R"(,"min_lr_ratio":{"type":"number","minimum":0,"maximum":1,"default":0,"description":"final lr / base lr"})"
 
 constexpr const char* kConstantSchema = ZC_SCHED_SCHEMA("");
 constexpr const char* kDecaySchema = ZC_SCHED_SCHEMA(ZC_SCHED_MIN);
@@ -210,8 +216,12 @@ constexpr const char* kWsdSchema = ZC_SCHED_SCHEMA(
 
 ZCODE_PLUGIN("schedulers", "1.0.0", "Apache-2.0", "Learning-rate schedules (one step convention: see README)",
              ZCODE_COMPONENT(Constant, "constant", "Constant lr after an optional linear warmup", kConstantSchema),
-             ZCODE_COMPONENT(LinearWithWarmup, "linear_with_warmup", "Linear warmup, then linear decay to min_lr_ratio at training.max_steps", kDecaySchema),
-             ZCODE_COMPONENT(CosineWithWarmup, "cosine_with_warmup", "Linear warmup, then cosine decay to min_lr_ratio at training.max_steps", kDecaySchema),
-             ZCODE_COMPONENT(Polynomial, "polynomial", "Linear warmup, then (1-p)^power decay to min_lr_ratio", kPolynomialSchema),
+             ZCODE_COMPONENT(LinearWithWarmup, "linear_with_warmup",
+                             "Linear warmup, then linear decay to min_lr_ratio at training.max_steps", kDecaySchema),
+             ZCODE_COMPONENT(CosineWithWarmup, "cosine_with_warmup",
+                             "Linear warmup, then cosine decay to min_lr_ratio at training.max_steps", kDecaySchema),
+             ZCODE_COMPONENT(Polynomial, "polynomial", "Linear warmup, then (1-p)^power decay to min_lr_ratio",
+                             kPolynomialSchema),
              ZCODE_COMPONENT(Wsd, "wsd", "Warmup, stable, decay (linear, cosine or 1-sqrt)", kWsdSchema),
-             ZCODE_COMPONENT(InverseSqrt, "inverse_sqrt", "Linear warmup, then base*sqrt(warmup/(step+1))", kConstantSchema))
+             ZCODE_COMPONENT(InverseSqrt, "inverse_sqrt", "Linear warmup, then base*sqrt(warmup/(step+1))",
+                             kConstantSchema))

@@ -11,10 +11,10 @@
 #include <rapidjson/error/en.h>
 
 #include <algorithm>
-#include <atomic>
 #include <array>
-#include <cstdio>
+#include <atomic>
 #include <climits>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -79,7 +79,8 @@ struct JsonCtx {
     if (!v->IsBool()) type_error(path + "." + key, "a boolean", *v);
     return v->GetBool();
   }
-  std::string string(const rapidjson::Value& obj, const char* key, const std::string& path, const std::string& fallback) const {
+  std::string string(const rapidjson::Value& obj, const char* key, const std::string& path,
+                     const std::string& fallback) const {
     const rapidjson::Value* v = get(obj, key);
     if (!v) return fallback;
     if (!v->IsString()) type_error(path + "." + key, "a string", *v);
@@ -145,7 +146,8 @@ void parse_ops(const JsonCtx& j, const rapidjson::Value& v, const std::string& p
   auto pattern_string = [&]() {
     const rapidjson::Value* p = j.get(v, "pattern");
     if (!p || !p->IsObject()) data_error(j.file + ": " + path + ".pattern: expected an object {\"String\": ...}");
-    if (p->HasMember("Regex")) unsupported(j.file + ": " + path + ".pattern: Regex patterns are not supported (only String)");
+    if (p->HasMember("Regex"))
+      unsupported(j.file + ": " + path + ".pattern: Regex patterns are not supported (only String)");
     return j.string(*p, "String", path + ".pattern", "");
   };
   if (type == "Sequence") {
@@ -173,7 +175,8 @@ void parse_ops(const JsonCtx& j, const rapidjson::Value& v, const std::string& p
     op.a = j.string(v, "content", path, " ");
     const rapidjson::Value* s = j.get(v, "start");
     const rapidjson::Value* e = j.get(v, "stop");
-    if ((s && !s->IsUint()) || (e && !e->IsUint())) data_error(j.file + ": " + path + ": start/stop must be non-negative integers");
+    if ((s && !s->IsUint()) || (e && !e->IsUint()))
+      data_error(j.file + ": " + path + ": start/stop must be non-negative integers");
     op.start = s ? static_cast<int32_t>(s->GetUint()) : 0;
     op.stop = e ? static_cast<int32_t>(e->GetUint()) : 0;
   } else if (decoder && type == "ByteLevel") {
@@ -185,12 +188,14 @@ void parse_ops(const JsonCtx& j, const rapidjson::Value& v, const std::string& p
   } else if (decoder && type == "Metaspace") {
     op.kind = TextOp::kMetaspace;
     op.a = j.string(v, "replacement", path, "\xE2\x96\x81");
-    std::string scheme = j.string(v, "prepend_scheme", path, j.boolean(v, "add_prefix_space", path, true) ? "always" : "never");
+    std::string scheme =
+        j.string(v, "prepend_scheme", path, j.boolean(v, "add_prefix_space", path, true) ? "always" : "never");
     op.start = scheme != "never";
   } else {
     unsupported(j.file + ": " + path + ".type: \"" + type + "\" is not supported (" +
                 (decoder ? "decoders: Sequence, Replace, Strip, ByteLevel, ByteFallback, Fuse, Metaspace"
-                         : "normalizers: Sequence, Prepend, Replace, NFC, NFD") + ")");
+                         : "normalizers: Sequence, Prepend, Replace, NFC, NFD") +
+                ")");
   }
   ops.push_back(std::move(op));
 }
@@ -212,13 +217,16 @@ void parse_pre_tokenizer(const JsonCtx& j, const rapidjson::Value& v, const std:
   } else if (type == "Metaspace") {
     pre.kind = PreTokenizer::kMetaspace;
     pre.replacement = j.string(v, "replacement", path, "\xE2\x96\x81");
-    std::string scheme = j.string(v, "prepend_scheme", path, j.boolean(v, "add_prefix_space", path, true) ? "always" : "never");
+    std::string scheme =
+        j.string(v, "prepend_scheme", path, j.boolean(v, "add_prefix_space", path, true) ? "always" : "never");
     if (scheme != "always" && scheme != "first" && scheme != "never")
-      data_error(j.file + ": " + path + ".prepend_scheme: expected \"always\", \"first\" or \"never\", found \"" + scheme + "\"");
+      data_error(j.file + ": " + path + ".prepend_scheme: expected \"always\", \"first\" or \"never\", found \"" +
+                 scheme + "\"");
     pre.prepend = scheme == "never" ? 0 : scheme == "first" ? 1 : 2;
     pre.split = j.boolean(v, "split", path, true);
   } else {
-    unsupported(j.file + ": " + path + ".type: \"" + type + "\" is not supported (pre-tokenizers: ByteLevel, Metaspace)");
+    unsupported(j.file + ": " + path + ".type: \"" + type +
+                "\" is not supported (pre-tokenizers: ByteLevel, Metaspace)");
   }
 }
 
@@ -304,16 +312,21 @@ std::shared_ptr<const BpeModel> BpeModel::parse_gpt2(std::string_view vocab_json
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
     size_t sp = line.find(' ');
-    if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() || line.find(' ', sp + 1) != std::string_view::npos) {
+    if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() ||
+        line.find(' ', sp + 1) != std::string_view::npos) {
       std::string shown(line.substr(0, 40));
-      data_error(merges_name + ":" + std::to_string(line_no) + ": expected two tokens separated by one space, found '" + shown + "'");
+      data_error(merges_name + ":" + std::to_string(line_no) + ": expected two tokens separated by one space, found '" +
+                 shown + "'");
     }
     std::string_view a = line.substr(0, sp), b = line.substr(sp + 1);
     int32_t ia = m->token_to_id(a), ib = m->token_to_id(b);
     std::string ab = std::string(a) + std::string(b);
     int32_t iab = m->token_to_id(ab);
     if (ia < 0 || ib < 0 || iab < 0)
-      data_error(merges_name + ":" + std::to_string(line_no) + ": token '" + (ia < 0 ? std::string(a) : ib < 0 ? std::string(b) : ab) +
+      data_error(merges_name + ":" + std::to_string(line_no) + ": token '" +
+                 (ia < 0   ? std::string(a)
+                  : ib < 0 ? std::string(b)
+                           : ab) +
                  "' is not in " + vocab_name);
     if (!m->merges_.find(pair_key(ia, ib))) m->merges_.put(pair_key(ia, ib), Merge{rank, iab});
     ++rank;
@@ -367,7 +380,8 @@ std::shared_ptr<const BpeModel> BpeModel::parse_hf_json(std::string_view json, c
     if (e.IsString()) {
       std::string_view line(e.GetString(), e.GetStringLength());
       size_t sp = line.find(' ');
-      if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() || line.find(' ', sp + 1) != std::string_view::npos)
+      if (sp == std::string_view::npos || sp == 0 || sp + 1 >= line.size() ||
+          line.find(' ', sp + 1) != std::string_view::npos)
         data_error(name + ": " + path + ": expected two tokens separated by one space, found " + describe(e));
       a = line.substr(0, sp);
       b = line.substr(sp + 1);
@@ -444,8 +458,8 @@ void BpeModel::finish(const std::string& where) {
     const std::string& t = tokens_[id];
     if (t.empty()) continue;
     char32_t cp;
-    if (utf8_decode(reinterpret_cast<const unsigned char*>(t.data()), t.size(), &cp) == t.size() && cp != kInvalidCodePoint &&
-        vocab_.find(t)->second == static_cast<int32_t>(id))
+    if (utf8_decode(reinterpret_cast<const unsigned char*>(t.data()), t.size(), &cp) == t.size() &&
+        cp != kInvalidCodePoint && vocab_.find(t)->second == static_cast<int32_t>(id))
       char_ids_.put(uint64_t{cp} + 1, static_cast<int32_t>(id));
   }
   fast_decode_ = decoder_.size() == 1 && decoder_[0].kind == TextOp::kByteLevel;
@@ -459,7 +473,8 @@ void BpeModel::finish(const std::string& where) {
         char32_t cp;
         size_t len = utf8_decode(p + i, t.size() - i, &cp);
         int b = cp == kInvalidCodePoint ? -1 : alphabet_byte(cp);
-        if (b >= 0) out.push_back(static_cast<char>(b)); else out.append(t, i, len);
+        if (b >= 0) out.push_back(static_cast<char>(b));
+        else out.append(t, i, len);
         i += len;
       }
     }
@@ -487,7 +502,8 @@ void BpeModel::decode(const int32_t* ids, size_t n, std::string& out) const {
         // <0xNN> becomes the raw byte (the library substitutes U+FFFD for invalid UTF-8; we keep bytes).
         for (auto& t : toks) {
           unsigned v;
-          if (t.size() == 6 && t[0] == '<' && t[1] == '0' && t[2] == 'x' && t[5] == '>' && std::sscanf(t.c_str() + 3, "%2x", &v) == 1)
+          if (t.size() == 6 && t[0] == '<' && t[1] == '0' && t[2] == 'x' && t[5] == '>' &&
+              std::sscanf(t.c_str() + 3, "%2x", &v) == 1)
             t.assign(1, static_cast<char>(v));
         }
         break;
@@ -501,7 +517,8 @@ void BpeModel::decode(const int32_t* ids, size_t n, std::string& out) const {
         for (auto& t : toks) {
           size_t b = 0, e = t.size();
           for (int32_t k = 0; k < op.start && b < e && t.compare(b, op.a.size(), op.a) == 0; ++k) b += op.a.size();
-          for (int32_t k = 0; k < op.stop && e >= b + op.a.size() && t.compare(e - op.a.size(), op.a.size(), op.a) == 0; ++k)
+          for (int32_t k = 0; k < op.stop && e >= b + op.a.size() && t.compare(e - op.a.size(), op.a.size(), op.a) == 0;
+               ++k)
             e -= op.a.size();
           t = t.substr(b, e - b);
         }
@@ -520,14 +537,14 @@ void BpeModel::decode(const int32_t* ids, size_t n, std::string& out) const {
             char32_t cp;
             size_t len = utf8_decode(p + i, t.size() - i, &cp);
             int v = cp == kInvalidCodePoint ? -1 : alphabet_byte(cp);
-            if (v >= 0) b.push_back(static_cast<char>(v)); else b.append(t, i, len);
+            if (v >= 0) b.push_back(static_cast<char>(v));
+            else b.append(t, i, len);
             i += len;
           }
           t.swap(b);
         }
         break;
-      default:
-        break;
+      default: break;
     }
   }
   for (auto& t : toks) out += t;
@@ -567,16 +584,18 @@ void BpeEncoder::pretokenize(std::string_view text, std::vector<int32_t>& out, b
   const BpeModel& m = *model_;
   const PreTokenizer& p = m.pre_;
   switch (p.kind) {
-    case PreTokenizer::kNone:
-      encode_word(text, out);
-      return;
+    case PreTokenizer::kNone: encode_word(text, out); return;
     case PreTokenizer::kByteLevel: {
       std::string_view t = text;
       if (p.add_prefix_space && !t.empty() && t[0] != ' ') {
-        if (text.data() == norm_.data()) norm_.insert(0, " "); else norm_.assign(" ").append(text);
+        if (text.data() == norm_.data()) norm_.insert(0, " ");
+        else norm_.assign(" ").append(text);
         t = norm_;
       }
-      if (!p.use_regex) { encode_word(t, out); return; }
+      if (!p.use_regex) {
+        encode_word(t, out);
+        return;
+      }
       gpt2_split(t, [&](size_t off, size_t len) { encode_word(t.substr(off, len), out); });
       return;
     }
@@ -585,7 +604,10 @@ void BpeEncoder::pretokenize(std::string_view text, std::vector<int32_t>& out, b
       replace_all(s, " ", p.replacement);
       if ((p.prepend == 2 || (p.prepend == 1 && first)) && s.compare(0, p.replacement.size(), p.replacement) != 0)
         s.insert(0, p.replacement);
-      if (!p.split) { encode_word(s, out); return; }
+      if (!p.split) {
+        encode_word(s, out);
+        return;
+      }
       size_t start = 0;
       for (size_t i = s.find(p.replacement, 1); i != std::string::npos; i = s.find(p.replacement, i + 1)) {
         if (i > start) encode_word(std::string_view(s).substr(start, i - start), out);
@@ -672,7 +694,11 @@ void BpeEncoder::bpe(std::vector<int32_t>& out) {
       size_t best = 0;
       for (size_t k = 0; k + 1 < len; ++k) {
         const BpeModel::Merge* mg = m.merges_.find(pair_key(w[k], w[k + 1]));
-        if (mg && mg->rank < best_rank) { best_rank = mg->rank; best_id = mg->id; best = k; }
+        if (mg && mg->rank < best_rank) {
+          best_rank = mg->rank;
+          best_id = mg->id;
+          best = k;
+        }
       }
       if (best_id < 0) break;
       w[best] = best_id;
@@ -691,11 +717,14 @@ void BpeEncoder::bpe(std::vector<int32_t>& out) {
     next_[k] = k + 1 < n ? static_cast<int32_t>(k + 1) : -1;
   }
   heap_.clear();
-  auto later = [](const HeapItem& a, const HeapItem& b) { return a.rank > b.rank || (a.rank == b.rank && a.pos > b.pos); };
+  auto later = [](const HeapItem& a, const HeapItem& b) {
+    return a.rank > b.rank || (a.rank == b.rank && a.pos > b.pos);
+  };
   auto push = [&](int32_t pos) {
     int32_t q = next_[static_cast<size_t>(pos)];
     if (pos < 0 || q < 0) return;
-    if (const BpeModel::Merge* mg = m.merges_.find(pair_key(syms_[static_cast<size_t>(pos)], syms_[static_cast<size_t>(q)]))) {
+    if (const BpeModel::Merge* mg =
+            m.merges_.find(pair_key(syms_[static_cast<size_t>(pos)], syms_[static_cast<size_t>(q)]))) {
       heap_.push_back({mg->rank, pos});
       std::push_heap(heap_.begin(), heap_.end(), later);
     }

@@ -24,18 +24,18 @@ namespace zcode::tok {
 /// One step of a normalizer or decoder chain from tokenizer.json.
 struct TextOp {
   enum Kind { kPrepend, kReplace, kNfc, kNfd, kStrip, kByteLevel, kByteFallback, kFuse, kMetaspace } kind;
-  std::string a, b;        ///< Prepend: a; Replace: a -> b; Strip: a = content; Metaspace: a = replacement
+  std::string a, b;             ///< Prepend: a; Replace: a -> b; Strip: a = content; Metaspace: a = replacement
   int32_t start = 0, stop = 0;  ///< Strip counts; Metaspace: start = 1 when the prefix space is stripped
 };
 
 /// The pre-tokenizer of a model.
 struct PreTokenizer {
   enum Kind { kNone, kByteLevel, kMetaspace } kind = kNone;
-  bool add_prefix_space = false;  ///< ByteLevel
-  bool use_regex = true;          ///< ByteLevel: split with the GPT-2 pattern
+  bool add_prefix_space = false;             ///< ByteLevel
+  bool use_regex = true;                     ///< ByteLevel: split with the GPT-2 pattern
   std::string replacement = "\xE2\x96\x81";  ///< Metaspace (U+2581)
-  int prepend = 0;                ///< Metaspace: 0 never, 1 first, 2 always
-  bool split = true;              ///< Metaspace: split on the replacement
+  int prepend = 0;                           ///< Metaspace: 0 never, 1 first, 2 always
+  bool split = true;                         ///< Metaspace: split on the replacement
 };
 
 /// A token from tokenizer.json's added_tokens.
@@ -107,16 +107,16 @@ class BpeModel {
   std::string format_;  // "gpt2" or "tokenizer.json"
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> vocab_;
-  U64Map<Merge> merges_;                 // key (left << 32 | right) + 1
-  U64Map<int32_t> char_ids_;             // code point + 1 -> id of the one-character token
-  bool byte_level_ = false;              // symbols are bytes through the GPT-2 byte alphabet
+  U64Map<Merge> merges_;      // key (left << 32 | right) + 1
+  U64Map<int32_t> char_ids_;  // code point + 1 -> id of the one-character token
+  bool byte_level_ = false;   // symbols are bytes through the GPT-2 byte alphabet
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
   int32_t unk_id_ = -1;
-  int32_t byte_ids_[256];                // byte-level: id of each byte; byte_fallback: id of <0xNN>
+  int32_t byte_ids_[256];  // byte-level: id of each byte; byte_fallback: id of <0xNN>
   std::vector<TextOp> normalizer_, decoder_;
   PreTokenizer pre_;
   std::vector<AddedToken> added_;
-  std::vector<std::string> id_bytes_;    // fast decode for a pure ByteLevel decoder
+  std::vector<std::string> id_bytes_;  // fast decode for a pure ByteLevel decoder
   bool fast_decode_ = false;
   // Word -> ids results of every encoder of this model; only ever grows, and
   // only with what bpe() computes, so it does not change any result.
@@ -151,9 +151,9 @@ class BpeEncoder {
   std::shared_ptr<const BpeModel> model_;
   WordCache cache_;
   SharedWordCache::Writer cache_writer_;  // this encoder's blocks of the shared cache
-  std::string norm_;                     // normalized text scratch
-  std::vector<int32_t> syms_, tmp_;      // symbols of the current word
-  std::vector<int32_t> prev_, next_;     // linked list for long words
+  std::string norm_;                      // normalized text scratch
+  std::vector<int32_t> syms_, tmp_;       // symbols of the current word
+  std::vector<int32_t> prev_, next_;      // linked list for long words
   struct HeapItem {
     int32_t rank, pos;
   };

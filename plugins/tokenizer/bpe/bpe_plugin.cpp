@@ -6,8 +6,8 @@
 // loader parallelises by creating one tokenizer instance per worker: the
 // second instance costs only its word cache.
 #include "bpe_model.h"
-#include "unicode.h"
 #include "tokenizer_common.h"
+#include "unicode.h"
 
 #include <zcode/sdk/plugin.h>
 
@@ -57,11 +57,13 @@ class BpeTokenizer : public sdk::Tokenizer {
     }
     const BpeModel* m = model_.get();
     specials_ = std::make_unique<Specials>(
-        o, ctx.config(), m->size(), [m](std::string_view t) { return m->token_to_id(t); }, marker_version(r.marker), file_tokens);
+        o, ctx.config(), m->size(), [m](std::string_view t) { return m->token_to_id(t); }, marker_version(r.marker),
+        file_tokens);
     int64_t experts = ctx.config().object("model").get<int64_t>("moe_experts", 0);
     std::vector<std::string> files = r.files;
     if (!r.marker.empty()) files.push_back(r.marker);
-    std::string identity = identity_sha256(files, "bpe|" + sdk::to_json(o.json()) + "|moe_experts=" + std::to_string(experts));
+    std::string identity =
+        identity_sha256(files, "bpe|" + sdk::to_json(o.json()) + "|moe_experts=" + std::to_string(experts));
     sdk::json::Writer w;
     w.begin_object().key("name").string("bpe").key("format").string(m->format()).key("path").string(ref);
     w.key("files").begin_array();
@@ -96,11 +98,13 @@ class BpeTokenizer : public sdk::Tokenizer {
       int32_t id = ids[i];
       if (id < 0 || static_cast<uint64_t>(id) >= specials_->vocab_size())
         throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: id " + std::to_string(id) + " at position " + std::to_string(i) +
-                                                 " is out of range [0, " + std::to_string(specials_->vocab_size()) + ")");
+                                                 " is out of range [0, " + std::to_string(specials_->vocab_size()) +
+                                                 ")");
       if (static_cast<size_t>(id) < base) continue;
       model_->decode(ids + run, i - run, bytes_);
       const std::string* t = specials_->extra_text(id);
-      if (!t) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: id " + std::to_string(id) + " is not assigned to any token");
+      if (!t)
+        throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: id " + std::to_string(id) + " is not assigned to any token");
       bytes_ += *t;
       run = i + 1;
     }
@@ -117,9 +121,13 @@ class BpeTokenizer : public sdk::Tokenizer {
     if (id < 0 || static_cast<uint64_t>(id) >= specials_->vocab_size())
       throw Error(ZC_ERR_INVALID_ARGUMENT, "id_to_token: id " + std::to_string(id) + " is out of range [0, " +
                                                std::to_string(specials_->vocab_size()) + ")");
-    if (static_cast<size_t>(id) < model_->size()) { out.append(model_->id_to_token(id)); return; }
+    if (static_cast<size_t>(id) < model_->size()) {
+      out.append(model_->id_to_token(id));
+      return;
+    }
     const std::string* t = specials_->extra_text(id);
-    if (!t) throw Error(ZC_ERR_INVALID_ARGUMENT, "id_to_token: id " + std::to_string(id) + " is not assigned to any token");
+    if (!t)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "id_to_token: id " + std::to_string(id) + " is not assigned to any token");
     out.append(*t);
   }
 
@@ -148,7 +156,8 @@ constexpr const char kBpeSchema[] = R"JSON({"type":"object","properties":{
 },"required":["path"],"additionalProperties":false})JSON";
 }  // namespace
 
-ZCODE_PLUGIN("bpe", "1.0.0", "Apache-2.0", "Byte-level BPE tokenizers: GPT-2 files and Hugging Face tokenizer.json",
-             ZCODE_COMPONENT(zcode::tok::BpeTokenizer, "bpe",
-                             "Byte-pair encoding (GPT-2 encoder.json+vocab.bpe / vocab.json+merges.txt, HF tokenizer.json BPE)",
-                             kBpeSchema))
+ZCODE_PLUGIN(
+    "bpe", "1.0.0", "Apache-2.0", "Byte-level BPE tokenizers: GPT-2 files and Hugging Face tokenizer.json",
+    ZCODE_COMPONENT(zcode::tok::BpeTokenizer, "bpe",
+                    "Byte-pair encoding (GPT-2 encoder.json+vocab.bpe / vocab.json+merges.txt, HF tokenizer.json BPE)",
+                    kBpeSchema))

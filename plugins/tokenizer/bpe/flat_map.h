@@ -85,7 +85,8 @@ class WordCache {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.hash == 0) return false;
-      if (s.hash == h && s.key_len == word.size() && std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+      if (s.hash == h && s.key_len == word.size() &&
+          std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
         *ids = ids_.data() + s.ids_off;
         *n = s.ids_len;
         return true;
@@ -101,7 +102,8 @@ class WordCache {
       keys_.reserve(max_entries_ * 8);
       ids_.reserve(max_entries_ * 2);
     }
-    if (size_ >= max_entries_ || keys_.size() + word.size() > keys_.capacity() || ids_.size() + n > ids_.capacity()) clear();
+    if (size_ >= max_entries_ || keys_.size() + word.size() > keys_.capacity() || ids_.size() + n > ids_.capacity())
+      clear();
     if (word.size() > keys_.capacity() || n > ids_.capacity()) return;
     size_t i = h & mask_;
     while (slots_[i].hash != 0) i = (i + 1) & mask_;

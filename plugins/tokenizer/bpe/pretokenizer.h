@@ -24,7 +24,10 @@ void gpt2_split(std::string_view text, Emit&& emit) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   auto cls_at = [&](size_t i, size_t* len) -> CharClass {
-    if (s[i] < 0x80) { *len = 1; return ascii_class(s[i]); }
+    if (s[i] < 0x80) {
+      *len = 1;
+      return ascii_class(s[i]);
+    }
     char32_t cp;
     *len = utf8_decode(s + i, n - i, &cp);
     return char_class(cp);
@@ -34,7 +37,11 @@ void gpt2_split(std::string_view text, Emit&& emit) {
     const size_t start = i;
     if (s[i] == '\'' && i + 1 < n) {  // contractions (lower case only, as in the pattern)
       unsigned char a = s[i + 1];
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') { emit(start, size_t{2}); i += 2; continue; }
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        emit(start, size_t{2});
+        i += 2;
+        continue;
+      }
       if (i + 2 < n) {
         unsigned char b = s[i + 2];
         if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
@@ -49,7 +56,11 @@ void gpt2_split(std::string_view text, Emit&& emit) {
     if (s[i] == ' ' && i + 1 < n) {  // ` ?` prefix of the letter/number/other alternatives
       size_t len2;
       CharClass c2 = cls_at(i + 1, &len2);
-      if (c2 != kSpace) { i += 1; c = c2; len = len2; }
+      if (c2 != kSpace) {
+        i += 1;
+        c = c2;
+        len = len2;
+      }
     }
     if (c != kSpace) {
       i += len;

@@ -71,8 +71,8 @@ class SharedWordCache {
   /// encode_batch call, take little), and release() gives the unused tail
   /// back when it is still the newest reservation.
   struct Writer {
-    size_t off = 0, end = 0;               // reserved arena bytes [off, end)
-    size_t entries = 0, entries_end = 0;   // unused entries; end of the last entry block
+    size_t off = 0, end = 0;              // reserved arena bytes [off, end)
+    size_t entries = 0, entries_end = 0;  // unused entries; end of the last entry block
     size_t arena_block = kArenaBlockMin, entry_block = kEntryBlockMin;
   };
 

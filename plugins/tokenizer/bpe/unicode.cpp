@@ -36,7 +36,8 @@ uint8_t ccc_of(char32_t cp) {
   if (cp < 0x300) return 0;
   const CombiningClass* b = kCombiningClasses;
   const CombiningClass* e = b + sizeof(kCombiningClasses) / sizeof(kCombiningClasses[0]);
-  const CombiningClass* it = std::upper_bound(b, e, cp, [](char32_t c, const CombiningClass& x) { return c < x.first; });
+  const CombiningClass* it =
+      std::upper_bound(b, e, cp, [](char32_t c, const CombiningClass& x) { return c < x.first; });
   return (it != b && cp <= (it - 1)->last) ? (it - 1)->ccc : 0;
 }
 
@@ -69,9 +70,10 @@ char32_t compose_pair(char32_t a, char32_t b) {
     return a + (b - kTBase);
   const Composition* s = kCompositions;
   const Composition* e = s + sizeof(kCompositions) / sizeof(kCompositions[0]);
-  const Composition* it = std::lower_bound(s, e, std::make_pair(a, b), [](const Composition& x, std::pair<char32_t, char32_t> k) {
-    return x.first < k.first || (x.first == k.first && x.second < k.second);
-  });
+  const Composition* it =
+      std::lower_bound(s, e, std::make_pair(a, b), [](const Composition& x, std::pair<char32_t, char32_t> k) {
+        return x.first < k.first || (x.first == k.first && x.second < k.second);
+      });
   return (it != e && it->first == a && it->second == b) ? it->composite : 0;
 }
 
@@ -87,7 +89,10 @@ void normalize_run(std::string_view run, bool compose, std::string& out) {
   }
   // Canonical ordering: stable sort of every maximal run of non-starters by ccc.
   for (size_t i = 0; i < cps.size();) {
-    if (ccc_of(cps[i]) == 0) { ++i; continue; }
+    if (ccc_of(cps[i]) == 0) {
+      ++i;
+      continue;
+    }
     size_t j = i;
     while (j < cps.size() && ccc_of(cps[j]) != 0) ++j;
     std::stable_sort(cps.begin() + i, cps.begin() + j, [](char32_t a, char32_t b) { return ccc_of(a) < ccc_of(b); });
@@ -122,7 +127,13 @@ std::string normalize(std::string_view s, bool compose) {
   // and ASCII is in NFD too.
   bool ascii = true, below300 = true;
   for (unsigned char c : s) {
-    if (c >= 0x80) { ascii = false; if (c > 0xCB) { below300 = false; break; } }
+    if (c >= 0x80) {
+      ascii = false;
+      if (c > 0xCB) {
+        below300 = false;
+        break;
+      }
+    }
   }
   if (ascii || (compose && below300 && utf8_valid(s))) return std::string(s);
   std::string out;

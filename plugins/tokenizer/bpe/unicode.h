@@ -22,19 +22,43 @@ inline constexpr char32_t kInvalidCodePoint = 0xFFFFFFFFu;
 /// each bad byte as a character of its own.
 inline size_t utf8_decode(const unsigned char* s, size_t n, char32_t* cp) {
   unsigned char c = s[0];
-  if (c < 0x80) { *cp = c; return 1; }
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
   size_t len;
   char32_t v, min;
-  if (c >= 0xC2 && c <= 0xDF) { len = 2; v = c & 0x1F; min = 0x80; }
-  else if (c >= 0xE0 && c <= 0xEF) { len = 3; v = c & 0x0F; min = 0x800; }
-  else if (c >= 0xF0 && c <= 0xF4) { len = 4; v = c & 0x07; min = 0x10000; }
-  else { *cp = kInvalidCodePoint; return 1; }
-  if (n < len) { *cp = kInvalidCodePoint; return 1; }
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+    v = c & 0x1F;
+    min = 0x80;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    v = c & 0x0F;
+    min = 0x800;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    v = c & 0x07;
+    min = 0x10000;
+  } else {
+    *cp = kInvalidCodePoint;
+    return 1;
+  }
+  if (n < len) {
+    *cp = kInvalidCodePoint;
+    return 1;
+  }
   for (size_t k = 1; k < len; ++k) {
-    if ((s[k] & 0xC0) != 0x80) { *cp = kInvalidCodePoint; return 1; }
+    if ((s[k] & 0xC0) != 0x80) {
+      *cp = kInvalidCodePoint;
+      return 1;
+    }
     v = (v << 6) | (s[k] & 0x3F);
   }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) { *cp = kInvalidCodePoint; return 1; }
+  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+    *cp = kInvalidCodePoint;
+    return 1;
+  }
   *cp = v;
   return len;
 }

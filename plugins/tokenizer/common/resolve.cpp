@@ -48,7 +48,8 @@ bool find_in_dir(const fs::path& dir, ResolvedRef& out) {
   std::vector<fs::path> models;
   if (is_file(dir / "tokenizer.model")) models.push_back(dir / "tokenizer.model");
   for (auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".model" && is_file(e.path()) && e.path().filename() != "tokenizer.model") models.push_back(e.path());
+    if (e.path().extension() == ".model" && is_file(e.path()) && e.path().filename() != "tokenizer.model")
+      models.push_back(e.path());
   if (!models.empty()) {
     std::sort(models.begin() + (models[0].filename() == "tokenizer.model" ? 1 : 0), models.end());
     out.kind = "sentencepiece";
@@ -102,7 +103,9 @@ std::vector<std::string> hf_search_dirs(const std::string& name) {
     out.push_back(env("ZCODE_ASSETS_DIR") + "/hf/" + name);
   } else {
     std::string pd = plugin_dir();  // <prefix>/lib/zcode/plugins -> <prefix>/share/zcode/assets
-    if (!pd.empty()) out.push_back((fs::path(pd) / ".." / ".." / ".." / "share" / "zcode" / "assets" / "hf" / name).lexically_normal().string());
+    if (!pd.empty())
+      out.push_back(
+          (fs::path(pd) / ".." / ".." / ".." / "share" / "zcode" / "assets" / "hf" / name).lexically_normal().string());
     // The per-user cache scripts/fetch-assets.sh --user fills (XDG base directories).
     if (!env("XDG_DATA_HOME").empty()) out.push_back(env("XDG_DATA_HOME") + "/zcode/assets/hf/" + name);
     else if (!env("HOME").empty()) out.push_back(env("HOME") + "/.local/share/zcode/assets/hf/" + name);
@@ -131,8 +134,9 @@ ResolvedRef resolve_reference(const std::string& ref, const std::string& option_
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
     if (find_in_dir(p, r)) return r;
-    throw Error(ZC_ERR_NOT_FOUND, option_path + ": folder '" + ref +
-                                      "' has no tokenizer.json, vocab.json + merges.txt, encoder.json + vocab.bpe or *.model");
+    throw Error(ZC_ERR_NOT_FOUND,
+                option_path + ": folder '" + ref +
+                    "' has no tokenizer.json, vocab.json + merges.txt, encoder.json + vocab.bpe or *.model");
   }
   if (!is_file(p)) throw Error(ZC_ERR_NOT_FOUND, option_path + ": file '" + ref + "' not found");
   fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
@@ -143,12 +147,16 @@ ResolvedRef resolve_reference(const std::string& ref, const std::string& option_
     r.files = {p.string()};
   } else if (fname == "vocab.json" || fname == "encoder.json") {
     fs::path m = dir / (fname == "vocab.json" ? "merges.txt" : "vocab.bpe");
-    if (!is_file(m)) throw Error(ZC_ERR_NOT_FOUND, option_path + ": '" + ref + "' needs its merges file '" + m.string() + "' next to it");
+    if (!is_file(m))
+      throw Error(ZC_ERR_NOT_FOUND,
+                  option_path + ": '" + ref + "' needs its merges file '" + m.string() + "' next to it");
     r.kind = "gpt2";
     r.files = {p.string(), m.string()};
   } else if (fname == "merges.txt" || fname == "vocab.bpe") {
     fs::path v = dir / (fname == "merges.txt" ? "vocab.json" : "encoder.json");
-    if (!is_file(v)) throw Error(ZC_ERR_NOT_FOUND, option_path + ": '" + ref + "' needs its vocabulary '" + v.string() + "' next to it");
+    if (!is_file(v))
+      throw Error(ZC_ERR_NOT_FOUND,
+                  option_path + ": '" + ref + "' needs its vocabulary '" + v.string() + "' next to it");
     r.kind = "gpt2";
     r.files = {v.string(), p.string()};
   } else {
@@ -171,9 +179,10 @@ int marker_version(const std::string& path) {
   auto v = d.IsObject() ? d.FindMember("version") : d.MemberEnd();
   if (!d.IsObject() || v == d.MemberEnd() || !v->value.IsInt() || v->value.GetInt() < 1 ||
       v->value.GetInt() > kTrainedMarkerVersion)
-    throw Error(ZC_ERR_INVALID_ARGUMENT, path + ": \"version\": expected 1.." + std::to_string(kTrainedMarkerVersion) +
-                                             " (written by zcode-host tokenizer train), found " +
-                                             (d.IsObject() && v != d.MemberEnd() ? sdk::describe_json(v->value) : "none"));
+    throw Error(ZC_ERR_INVALID_ARGUMENT,
+                path + ": \"version\": expected 1.." + std::to_string(kTrainedMarkerVersion) +
+                    " (written by zcode-host tokenizer train), found " +
+                    (d.IsObject() && v != d.MemberEnd() ? sdk::describe_json(v->value) : "none"));
   return v->value.GetInt();
 }
 

@@ -27,17 +27,21 @@ const std::vector<std::string>& aliases_of(const std::string& glm) {
 }
 
 bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-bool is_word(unsigned char c) { return c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
+bool is_word(unsigned char c) {
+  return c >= 0x80 || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
 
 }  // namespace
 
 Specials::Specials(const sdk::Options& options, const sdk::Options& config, size_t base_size,
-                   const std::function<int32_t(std::string_view)>& lookup, int trained, std::vector<FileToken> file_tokens)
+                   const std::function<int32_t(std::string_view)>& lookup, int trained,
+                   std::vector<FileToken> file_tokens)
     : base_size_(base_size), file_(std::move(file_tokens)) {
   // Expert count from the model section (0 when the config has none, e.g. the CLI).
   int64_t experts = config.object("model").get<int64_t>("moe_experts", 0);
   if (experts < 0 || experts > 100000)
-    sdk::invalid_argument("model.moe_experts: expected 0..100000 for the <expert_i> tokens, found " + std::to_string(experts));
+    sdk::invalid_argument("model.moe_experts: expected 0..100000 for the <expert_i> tokens, found " +
+                          std::to_string(experts));
   std::vector<std::pair<std::string, int64_t>> guide = {{"<pad>", 0}, {"<bos>", 1}, {"<eos>", 2}, {"<mask>", 3}};
   for (int64_t i = 0; i < experts; ++i) guide.push_back({"<expert_" + std::to_string(i) + ">", 1000 + i});
   guide.push_back({"<image>", 250000});
@@ -54,7 +58,8 @@ Specials::Specials(const sdk::Options& options, const sdk::Options& config, size
       sdk::invalid_argument(over.path(name) + ": expected a token id 0..134217727, found " + std::to_string(id));
     auto clash = by_override.find(static_cast<int32_t>(id));
     if (clash != by_override.end())
-      sdk::invalid_argument(over.path(name) + ": id " + std::to_string(id) + " is already given to \"" + clash->second + "\"");
+      sdk::invalid_argument(over.path(name) + ": id " + std::to_string(id) + " is already given to \"" + clash->second +
+                            "\"");
     by_override[static_cast<int32_t>(id)] = name;
     assigned[name] = static_cast<int32_t>(id);
     over_names.push_back(name);
@@ -114,7 +119,8 @@ Specials::Specials(const sdk::Options& options, const sdk::Options& config, size
     max_id = std::max<uint64_t>(max_id, static_cast<uint64_t>(f.id));
   }
   std::sort(extra_.begin(), extra_.end());
-  extra_.erase(std::unique(extra_.begin(), extra_.end(), [](auto& a, auto& b) { return a.first == b.first; }), extra_.end());
+  extra_.erase(std::unique(extra_.begin(), extra_.end(), [](auto& a, auto& b) { return a.first == b.first; }),
+               extra_.end());
   vocab_size_ = (base_size || !glm_.empty()) ? max_id + 1 : 0;
 
   // allowed_special: "all", "none" (default) or a list of special texts.
@@ -126,7 +132,9 @@ Specials::Specials(const sdk::Options& options, const sdk::Options& config, size
     if (ait->value.IsString()) {
       std::string v = ait->value.GetString();
       if (v == "all") allow_all = true;
-      else if (v != "none") sdk::invalid_argument(options.path("allowed_special") + ": expected \"all\", \"none\" or a list of special tokens, found \"" + v + "\"");
+      else if (v != "none")
+        sdk::invalid_argument(options.path("allowed_special") +
+                              ": expected \"all\", \"none\" or a list of special tokens, found \"" + v + "\"");
     } else {
       for (const std::string& s : options.get_list<std::string>("allowed_special", {})) allowed.insert(s);
     }
@@ -149,11 +157,12 @@ Specials::Specials(const sdk::Options& options, const sdk::Options& config, size
         if (!known.empty()) known += ", ";
         known += m.text;
       }
-      sdk::invalid_argument(options.path("allowed_special") + ": \"" + s + "\" is not a special token of this tokenizer (known: " +
-                            known.substr(0, 300) + ")");
+      sdk::invalid_argument(options.path("allowed_special") + ": \"" + s +
+                            "\" is not a special token of this tokenizer (known: " + known.substr(0, 300) + ")");
     }
   }
-  std::stable_sort(matchers_.begin(), matchers_.end(), [](const Matcher& a, const Matcher& b) { return a.text.size() > b.text.size(); });
+  std::stable_sort(matchers_.begin(), matchers_.end(),
+                   [](const Matcher& a, const Matcher& b) { return a.text.size() > b.text.size(); });
 }
 
 const std::string* Specials::extra_text(int32_t id) const {
@@ -181,12 +190,16 @@ void Specials::split(std::string_view text, bool allow_all, const std::function<
     if (first_byte_[s[i]]) {
       for (const Matcher& m : matchers_) {
         if (!(m.allowed || allow_all) || m.text.size() > n - i || text.compare(i, m.text.size(), m.text) != 0) continue;
-        if (m.single_word && ((i > 0 && is_word(s[i - 1])) || (i + m.text.size() < n && is_word(s[i + m.text.size()])))) continue;
+        if (m.single_word && ((i > 0 && is_word(s[i - 1])) || (i + m.text.size() < n && is_word(s[i + m.text.size()]))))
+          continue;
         hit = &m;
         break;
       }
     }
-    if (!hit) { ++i; continue; }
+    if (!hit) {
+      ++i;
+      continue;
+    }
     size_t start = i, end = i + hit->text.size();
     if (hit->lstrip)
       while (start > seg && is_space(s[start - 1])) --start;

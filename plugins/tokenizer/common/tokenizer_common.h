@@ -97,11 +97,11 @@ class Specials {
   size_t base_size_ = 0;
   uint64_t vocab_size_ = 0;
   int32_t pad_ = -1, bos_ = -1, eos_ = -1, mask_ = -1;
-  std::vector<std::pair<std::string, int32_t>> glm_;    // GLM specials in guide order
+  std::vector<std::pair<std::string, int32_t>> glm_;          // GLM specials in guide order
   std::vector<std::pair<std::string, std::string>> aliases_;  // "<eos>" -> "<|endoftext|>"
   std::vector<FileToken> file_;
   std::vector<std::pair<int32_t, std::string>> extra_;  // ids >= base_size, sorted
-  std::vector<Matcher> matchers_;                         // longest first
+  std::vector<Matcher> matchers_;                       // longest first
   bool first_byte_[256] = {};
   bool any_default_ = false;
 };

@@ -27,16 +27,18 @@ class SentencePieceTokenizer : public sdk::Tokenizer {
     std::string ref = o.get<std::string>("path", "");
     ResolvedRef r = resolve_reference(ref);
     if (r.kind != "sentencepiece")
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "data.tokenizer.path: '" + r.files[0] + "' is not a SentencePiece .model (" + r.kind +
-                                               "); use data.tokenizer.type: bpe");
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "data.tokenizer.path: '" + r.files[0] + "' is not a SentencePiece .model (" +
+                                               r.kind + "); use data.tokenizer.type: bpe");
     auto st = sp_.Load(r.files[0]);
     if (!st.ok()) throw Error(ZC_ERR_DATA, r.files[0] + ": cannot load SentencePiece model: " + st.ToString());
     alpha_ = o.get<double>("sampling_alpha", 0.0);
     nbest_ = o.get<int32_t>("nbest", -1);
     if (alpha_ < 0.0 || alpha_ > 1.0)
-      sdk::invalid_argument("data.tokenizer.sampling_alpha: expected 0..1 (0 = no sampling), found " + std::to_string(alpha_));
+      sdk::invalid_argument("data.tokenizer.sampling_alpha: expected 0..1 (0 = no sampling), found " +
+                            std::to_string(alpha_));
     if (nbest_ == 0 || nbest_ < -1)
-      sdk::invalid_argument("data.tokenizer.nbest: expected -1 (all segmentations) or >= 1, found " + std::to_string(nbest_));
+      sdk::invalid_argument("data.tokenizer.nbest: expected -1 (all segmentations) or >= 1, found " +
+                            std::to_string(nbest_));
     if (alpha_ > 0.0) {
       // libsentencepiece keeps one process-wide seed; each thread's generator is seeded from it
       // at that thread's first draw. So samples are reproducible per run for a thread that starts
@@ -48,7 +50,8 @@ class SentencePieceTokenizer : public sdk::Tokenizer {
     std::vector<FileToken> file_tokens;
     for (size_t id = 0; id < base_; ++id)
       if (sp_.IsControl(static_cast<int>(id)) || sp_.IsUnknown(static_cast<int>(id)))
-        file_tokens.push_back(FileToken{sp_.IdToPiece(static_cast<int>(id)), static_cast<int32_t>(id), true, false, false, false});
+        file_tokens.push_back(
+            FileToken{sp_.IdToPiece(static_cast<int>(id)), static_cast<int32_t>(id), true, false, false, false});
     auto lookup = [this](std::string_view t) {
       int id = sp_.PieceToId(std::string(t));
       return (id >= 0 && sp_.IdToPiece(id) == t) ? static_cast<int32_t>(id) : -1;
@@ -102,11 +105,16 @@ class SentencePieceTokenizer : public sdk::Tokenizer {
       int32_t id = ids[i];
       if (id < 0 || static_cast<uint64_t>(id) >= specials_->vocab_size())
         throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: id " + std::to_string(id) + " at position " + std::to_string(i) +
-                                                 " is out of range [0, " + std::to_string(specials_->vocab_size()) + ")");
-      if (static_cast<size_t>(id) < base_) { piece_ids_.push_back(id); continue; }
+                                                 " is out of range [0, " + std::to_string(specials_->vocab_size()) +
+                                                 ")");
+      if (static_cast<size_t>(id) < base_) {
+        piece_ids_.push_back(id);
+        continue;
+      }
       flush();
       const std::string* t = specials_->extra_text(id);
-      if (!t) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: id " + std::to_string(id) + " is not assigned to any token");
+      if (!t)
+        throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: id " + std::to_string(id) + " is not assigned to any token");
       text_ += *t;
     }
     flush();
@@ -123,9 +131,13 @@ class SentencePieceTokenizer : public sdk::Tokenizer {
   void id_to_token(int32_t id, sdk::ByteSink& out) const override {
     if (id < 0 || static_cast<uint64_t>(id) >= specials_->vocab_size())
       throw Error(ZC_ERR_INVALID_ARGUMENT, "id_to_token: id " + std::to_string(id) + " is out of range");
-    if (static_cast<size_t>(id) < base_) { out.append(sp_.IdToPiece(id)); return; }
+    if (static_cast<size_t>(id) < base_) {
+      out.append(sp_.IdToPiece(id));
+      return;
+    }
     const std::string* t = specials_->extra_text(id);
-    if (!t) throw Error(ZC_ERR_INVALID_ARGUMENT, "id_to_token: id " + std::to_string(id) + " is not assigned to any token");
+    if (!t)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "id_to_token: id " + std::to_string(id) + " is not assigned to any token");
     out.append(*t);
   }
 

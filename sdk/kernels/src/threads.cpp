@@ -30,11 +30,13 @@ std::string blas_core() {
 std::string blas_core_warning() {
   const std::string core = blas_core();
   if (core != "Prescott" && core != "Core2" && core != "Nehalem" && core != "Sandybridge") return "";
-  const char* want = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
+  const char* want = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                     : __builtin_cpu_supports("avx2")  ? "Haswell"
+                                                       : nullptr;
   if (!want) return "";
   return "OpenBLAS runs its generic '" + core + "' kernels on a CPU with " +
-         (std::string(want) == "SkylakeX" ? "AVX-512" : "AVX2") + " (misdetected, ~8x slower GEMMs): set OPENBLAS_CORETYPE=" +
-         want + " in the environment before starting";
+         (std::string(want) == "SkylakeX" ? "AVX-512" : "AVX2") +
+         " (misdetected, ~8x slower GEMMs): set OPENBLAS_CORETYPE=" + want + " in the environment before starting";
 }
 
 }  // namespace zcode::kernels

@@ -102,7 +102,7 @@ struct LoadedCheckpoint {
   std::filesystem::path dir;
   uint64_t step = 0;
   std::unique_ptr<zcode::sdk::safetensors::Reader> model, optimizer, extra;  // extra may be null
-  std::string state_json;  // the whole state.json text
+  std::string state_json;                                                    // the whole state.json text
 };
 
 /// What a load needs: everything (resume), or the model and state.json only

@@ -80,8 +80,7 @@ class SchemaProvider {
   /// that kind and name is on the plugin path. `component_name` is already
   /// canonical (see HarnessConfig::canonical_name); implementations compare
   /// with canonical_name() of their own names.
-  virtual std::optional<std::string> options_schema(zc_kind kind,
-                                                    std::string_view component_name) const = 0;
+  virtual std::optional<std::string> options_schema(zc_kind kind, std::string_view component_name) const = 0;
   /// Every component name of `kind` on the plugin path (any order).
   virtual std::vector<std::string> component_names(zc_kind kind) const = 0;
   /// The folders of the plugin path that exist and were searched, in order
@@ -106,82 +105,81 @@ struct HardwareConfig {
 /// `model:` section (plugin-owned; the raw section goes to the model plugin).
 /// Architecture overrides are nullopt unless set: the variant decides them.
 struct ModelConfig {
-  std::string type = "glm52";      ///< component name; alias GLM5pt2 -> glm52
-  std::string variant = "nano";    ///< nano | tiny | base | large | xl
-  int64_t moe_experts = 8;         ///< E, >= 1
-  int64_t moe_top_k = 2;           ///< k, 1 <= k <= moe_experts
-  int64_t max_seq_len = 1024;      ///< tokens per training window, >= 1
-  std::optional<int64_t> d_model, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden,
-      moe_ffn_hidden;
+  std::string type = "glm52";    ///< component name; alias GLM5pt2 -> glm52
+  std::string variant = "nano";  ///< nano | tiny | base | large | xl
+  int64_t moe_experts = 8;       ///< E, >= 1
+  int64_t moe_top_k = 2;         ///< k, 1 <= k <= moe_experts
+  int64_t max_seq_len = 1024;    ///< tokens per training window, >= 1
+  std::optional<int64_t> d_model, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, moe_ffn_hidden;
 };
 
 /// `data:` section (plugin-owned by the data loader named in `loader`).
 struct DataConfig {
-  std::string loader = "jsonl";               ///< dataloader component
-  std::string train_path;                     ///< required: file, folder or glob
-  std::optional<std::string> val_path;        ///< separate validation file
+  std::string loader = "jsonl";                    ///< dataloader component
+  std::string train_path;                          ///< required: file, folder or glob
+  std::optional<std::string> val_path;             ///< separate validation file
   std::optional<std::string> train_shard_pattern;  ///< e.g. "part-{:05d}.jsonl"
-  std::string tokenizer = "hf://gpt2";        ///< the reference ("path" of the object form)
-  std::string tokenizer_type;                 ///< tokenizer component (type, or inferred)
-  std::string tokenizer_options_json;         ///< object form, passed as options_json
-  int64_t batch_size = 8;                     ///< sequences per micro-batch, >= 1
-  int64_t prefetch_factor = 2;                ///< batches prepared ahead per worker, >= 1
-  int64_t num_workers = 2;                    ///< loader threads, 0 = synchronous
-  std::string text_field = "text";            ///< JSON field (dotted path) holding the text
-  std::string on_bad_record = "error";        ///< error | skip
-  double val_fraction = 0.0;                  ///< 0 <= f < 1, share of train docs held out
-  std::optional<std::string> cache_dir;       ///< token cache folder (loader default if unset)
-  bool cross_document_attention = true;       ///< false: attention masked per document
-  bool mask_document_boundary = false;        ///< true: the target of each <eos> is ignored (-1)
+  std::string tokenizer = "hf://gpt2";             ///< the reference ("path" of the object form)
+  std::string tokenizer_type;                      ///< tokenizer component (type, or inferred)
+  std::string tokenizer_options_json;              ///< object form, passed as options_json
+  int64_t batch_size = 8;                          ///< sequences per micro-batch, >= 1
+  int64_t prefetch_factor = 2;                     ///< batches prepared ahead per worker, >= 1
+  int64_t num_workers = 2;                         ///< loader threads, 0 = synchronous
+  std::string text_field = "text";                 ///< JSON field (dotted path) holding the text
+  std::string on_bad_record = "error";             ///< error | skip
+  double val_fraction = 0.0;                       ///< 0 <= f < 1, share of train docs held out
+  std::optional<std::string> cache_dir;            ///< token cache folder (loader default if unset)
+  bool cross_document_attention = true;            ///< false: attention masked per document
+  bool mask_document_boundary = false;             ///< true: the target of each <eos> is ignored (-1)
 };
 
 /// `optimizer:` section (plugin-owned).
 struct OptimizerConfig {
   std::string name = "adamw";
-  double lr = 3e-4;                           ///< > 0
-  double weight_decay = 0.01;                 ///< >= 0
-  std::array<double, 2> betas = {0.9, 0.999}; ///< each in [0, 1)
-  double eps = 1e-8;                          ///< > 0
+  double lr = 3e-4;                            ///< > 0
+  double weight_decay = 0.01;                  ///< >= 0
+  std::array<double, 2> betas = {0.9, 0.999};  ///< each in [0, 1)
+  double eps = 1e-8;                           ///< > 0
 };
 
 /// `scheduler:` section (plugin-owned).
 struct SchedulerConfig {
   std::string type = "cosine_with_warmup";
-  int64_t warmup_steps = 0;                   ///< <= training.max_steps
-  int64_t stable_steps = 0;                   ///< wsd only
-  std::optional<int64_t> decay_steps;         ///< wsd: default max_steps - warmup - stable
-  double min_lr_ratio = 0.0;                  ///< final lr / base lr, in [0, 1]
-  double power = 1.0;                         ///< polynomial decay power, > 0
+  int64_t warmup_steps = 0;            ///< <= training.max_steps
+  int64_t stable_steps = 0;            ///< wsd only
+  std::optional<int64_t> decay_steps;  ///< wsd: default max_steps - warmup - stable
+  double min_lr_ratio = 0.0;           ///< final lr / base lr, in [0, 1]
+  double power = 1.0;                  ///< polynomial decay power, > 0
 };
 
 /// `training:` section (host-owned).
 struct TrainingConfig {
-  int64_t max_steps = 1000;                   ///< optimizer steps, >= 1
-  int64_t gradient_accumulation = 1;          ///< micro-batches per step, >= 1
-  double clip_grad_norm = 1.0;                ///< global L2 clip, 0 = off
-  std::string precision = "fp32";             ///< fp32 (fp16 | bf16 | fp8: not implemented yet)
-  double loss_scale = 1.0;                    ///< static loss scale (!= 1: not implemented yet)
-  bool gradient_checkpointing = false;        ///< true: not implemented yet
-  bool sequence_parallel = false;             ///< true: not implemented yet
-  int64_t sp_group_size = 1;                  ///< divides model.max_seq_len
-  bool tensor_parallel = false;               ///< true: not implemented yet
-  int64_t tp_group_size = 1;                  ///< divides model.d_model
-  int64_t eval_every = 500;                   ///< steps between evaluations, >= 1
-  bool eval_at_start = true;                  ///< evaluate before the first step of a fresh run (step 0)
-  int64_t save_every = 1000;                  ///< steps between checkpoints, >= 1
-  int64_t keep_last_n = 3;                    ///< checkpoints kept, 0 = all
-  int64_t log_every = 10;                     ///< steps between log lines, >= 1
-  bool deterministic = false;                 ///< bit-reproducible kernels
-  int64_t max_consecutive_nonfinite = 5;      ///< skipped non-finite steps before stopping, >= 1
+  int64_t max_steps = 1000;               ///< optimizer steps, >= 1
+  int64_t gradient_accumulation = 1;      ///< micro-batches per step, >= 1
+  double clip_grad_norm = 1.0;            ///< global L2 clip, 0 = off
+  std::string precision = "fp32";         ///< fp32 (fp16 | bf16 | fp8: not implemented yet)
+  double loss_scale = 1.0;                ///< static loss scale (!= 1: not implemented yet)
+  bool gradient_checkpointing = false;    ///< true: not implemented yet
+  bool sequence_parallel = false;         ///< true: not implemented yet
+  int64_t sp_group_size = 1;              ///< divides model.max_seq_len
+  bool tensor_parallel = false;           ///< true: not implemented yet
+  int64_t tp_group_size = 1;              ///< divides model.d_model
+  int64_t eval_every = 500;               ///< steps between evaluations, >= 1
+  bool eval_at_start = true;              ///< evaluate before the first step of a fresh run (step 0)
+  int64_t save_every = 1000;              ///< steps between checkpoints, >= 1
+  int64_t keep_last_n = 3;                ///< checkpoints kept, 0 = all
+  int64_t log_every = 10;                 ///< steps between log lines, >= 1
+  bool deterministic = false;             ///< bit-reproducible kernels
+  int64_t max_consecutive_nonfinite = 5;  ///< skipped non-finite steps before stopping, >= 1
 };
 
 /// `logging:` section (host-owned).
 struct LoggingConfig {
   zc_log_level console_log_level = ZC_LOG_INFO;  ///< TRACE|DEBUG|INFO|WARNING(WARN)|ERROR
-  bool mlflow = false;                        ///< true: not implemented yet
-  bool wandb = false;                         ///< true: not implemented yet
-  bool tensorboard = false;                   ///< true: not implemented yet
-  std::string output_dir = "outputs";         ///< run folder = output_dir/experiment_name
+  bool mlflow = false;                           ///< true: not implemented yet
+  bool wandb = false;                            ///< true: not implemented yet
+  bool tensorboard = false;                      ///< true: not implemented yet
+  std::string output_dir = "outputs";            ///< run folder = output_dir/experiment_name
 };
 
 /// `profiling:` section (host-owned). schedule is torch.profiler's
@@ -190,7 +188,7 @@ struct ProfilingConfig {
   bool enabled = false;
   std::string schedule = "wait=1,warmup=2,active=3,repeat=2";
   int64_t wait = 1, warmup = 2, active = 3, repeat = 2;
-  std::string trace_handler = "disk";         ///< disk (tensorboard: not implemented yet)
+  std::string trace_handler = "disk";  ///< disk (tensorboard: not implemented yet)
   bool profile_memory = false;
   bool profile_shapes = false;
 };
@@ -205,16 +203,16 @@ struct EvaluationConfig {
 
 /// `generation:` section (host-owned; zcode-host generate).
 struct GenerationConfig {
-  std::string strategy = "greedy";            ///< greedy | sample | beam | contrastive
-  int64_t max_new_tokens = 64;                ///< >= 1
-  double temperature = 1.0;                   ///< >= 0 (0 = greedy)
-  int64_t top_k = 0;                          ///< 0 = off
-  double top_p = 1.0;                         ///< in (0, 1]
-  int64_t num_beams = 1;                      ///< >= 1; beam needs >= 2
-  double length_penalty = 1.0;                ///< beam score / len^length_penalty
-  double penalty_alpha = 0.0;                 ///< contrastive degeneration penalty, [0, 1]
-  std::optional<uint64_t> seed;               ///< default: the top-level seed
-  std::vector<std::string> stop;              ///< stop strings
+  std::string strategy = "greedy";  ///< greedy | sample | beam | contrastive
+  int64_t max_new_tokens = 64;      ///< >= 1
+  double temperature = 1.0;         ///< >= 0 (0 = greedy)
+  int64_t top_k = 0;                ///< 0 = off
+  double top_p = 1.0;               ///< in (0, 1]
+  int64_t num_beams = 1;            ///< >= 1; beam needs >= 2
+  double length_penalty = 1.0;      ///< beam score / len^length_penalty
+  double penalty_alpha = 0.0;       ///< contrastive degeneration penalty, [0, 1]
+  std::optional<uint64_t> seed;     ///< default: the top-level seed
+  std::vector<std::string> stop;    ///< stop strings
 };
 
 /// One entry of the `callbacks:` list.
@@ -304,8 +302,8 @@ class HarnessConfig {
   const std::string& origin() const;
 
   // Typed accessors (meaningful after validate()).
-  const std::string& experiment_name() const;   ///< default "zcode_run"
-  uint64_t seed() const;                        ///< default 42
+  const std::string& experiment_name() const;           ///< default "zcode_run"
+  uint64_t seed() const;                                ///< default 42
   const std::vector<std::string>& plugin_path() const;  ///< default []
   const HardwareConfig& hardware() const;
   const ModelConfig& model() const;

@@ -55,7 +55,7 @@ struct GenerationOptions {
   double length_penalty = 1.0;      // beam
   double penalty_alpha = 0.6;       // contrastive, [0, 1]
   int32_t max_new_tokens = 64;
-  std::vector<std::string> stop;    // stop strings
+  std::vector<std::string> stop;  // stop strings
   uint64_t seed = 0;
 };
 
@@ -87,7 +87,7 @@ struct Result {
   std::vector<int32_t> prompt;     // the prompt actually used (after bos/truncation)
   std::vector<int32_t> generated;  // new ids, <eos> excluded
   StopReason reason = StopReason::kMaxNewTokens;
-  double score = 0;                // beam: normalised score; else sum log p (greedy/sample/contrastive)
+  double score = 0;  // beam: normalised score; else sum log p (greedy/sample/contrastive)
 };
 
 /// Hooks for streaming and stop strings.
@@ -135,13 +135,13 @@ struct Command {
   std::vector<std::string> sets;          // --set overrides
   std::vector<std::string> plugin_paths;  // --plugin-path
   bool allow_insecure_plugin_path = false;
-  std::string prompt;                     // the text (from --prompt or --prompt-file)
+  std::string prompt;  // the text (from --prompt or --prompt-file)
   std::optional<std::string> strategy;
   std::optional<double> temperature, top_p, length_penalty, penalty_alpha;
   std::optional<int32_t> top_k, num_beams, max_new_tokens;
   std::optional<uint64_t> seed;
-  std::vector<std::string> stop;          // added to the config's stop strings
-  bool stream = false;                    // print tokens as they come
+  std::vector<std::string> stop;  // added to the config's stop strings
+  bool stream = false;            // print tokens as they come
 };
 
 /// Loads the tokenizer and model named by the config, restores the model

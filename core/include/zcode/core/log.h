@@ -6,8 +6,8 @@
 // below on stdout, WARN and ERROR on stderr, so `zcode-host run ... > log`
 // captures the training log and the problems still reach the terminal) and,
 // once a run folder exists, `<run>/logs/console.log` (everything at DEBUG and
-// above, always as text, whatever --quiet and --log-format say). All functions are thread-safe: plugins log from worker threads
-// through zc_host_services.log.
+// above, always as text, whatever --quiet and --log-format say). All functions are thread-safe: plugins log from worker
+// threads through zc_host_services.log.
 #pragma once
 
 #include <zcode/abi.h>
@@ -22,7 +22,13 @@
 namespace zcode::log {
 
 /// Severity, in the ABI's order (zc_log_level values).
-enum class Level : uint32_t { Trace = ZC_LOG_TRACE, Debug = ZC_LOG_DEBUG, Info = ZC_LOG_INFO, Warn = ZC_LOG_WARN, Error = ZC_LOG_ERROR };
+enum class Level : uint32_t {
+  Trace = ZC_LOG_TRACE,
+  Debug = ZC_LOG_DEBUG,
+  Info = ZC_LOG_INFO,
+  Warn = ZC_LOG_WARN,
+  Error = ZC_LOG_ERROR
+};
 
 /// "TRACE", "DEBUG", "INFO", "WARN", "ERROR".
 const char* level_name(Level level);

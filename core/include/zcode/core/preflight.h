@@ -65,8 +65,8 @@ struct MemoryEstimate {
 /// shape-only model listing the parameters the model's estimate put) for
 /// the bytes they will allocate. Throws PluginError when a plugin's
 /// estimate fails with anything but ZC_ERR_UNSUPPORTED.
-MemoryEstimate estimate_run_memory(const Component& model, const zc_create_args& model_args,
-                                   const Component* optimizer, zc_create_args optimizer_args);
+MemoryEstimate estimate_run_memory(const Component& model, const zc_create_args& model_args, const Component* optimizer,
+                                   zc_create_args optimizer_args);
 
 /// Memory this process may still allocate, bytes: /proc/meminfo
 /// MemAvailable, lowered to the cgroup's limit minus its usage when the

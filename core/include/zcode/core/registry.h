@@ -69,7 +69,7 @@ struct PluginFile {
 /// life of the process (plugins are never unloaded).
 struct Component {
   zc_kind kind = ZC_KIND_UNKNOWN;
-  std::string name;         // as the plugin spells it
+  std::string name;  // as the plugin spells it
   std::string description;
   std::string options_schema_json;
   const void* table = nullptr;  // a zc_<kind>_table, header already checked
@@ -79,7 +79,9 @@ struct Component {
   const zc_table_base* base() const { return static_cast<const zc_table_base*>(table); }
   /// The kind's table, e.g. as<zc_model_table>().
   template <class Table>
-  const Table* as() const { return static_cast<const Table*>(table); }
+  const Table* as() const {
+    return static_cast<const Table*>(table);
+  }
   /// `optimizer 'adamw' (/path/libzcode_optimizers.so)` for messages.
   std::string label() const;
 };
@@ -89,8 +91,8 @@ struct Component {
 struct PluginSearchOptions {
   std::vector<std::filesystem::path> cli_paths;     // --plugin-path, in order
   std::vector<std::filesystem::path> config_paths;  // the config's plugin_path
-  bool use_env = true;      // read ZCODE_PLUGIN_PATH
-  bool use_default = true;  // <exe_dir>/../lib/zcode/plugins
+  bool use_env = true;                              // read ZCODE_PLUGIN_PATH
+  bool use_default = true;                          // <exe_dir>/../lib/zcode/plugins
   /// Replaces the bundled folder when not empty (tests, embedders).
   std::filesystem::path default_dir;
   /// Accept world-writable plugin files and folders (--allow-insecure-plugin-path).

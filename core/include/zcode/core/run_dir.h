@@ -38,7 +38,8 @@ bool is_failed_start(const std::filesystem::path& dir);
 /// or it is a failed start (is_failed_start: reused, config.yaml rewritten
 /// by the caller, logs/console.log appended to). Returns true in that last
 /// case, so the caller can say so. Throws RunDirError:
-/// `outputs/x: run folder already used (found checkpoints/); pass --resume-from latest to continue or --overwrite to start over`.
+/// `outputs/x: run folder already used (found checkpoints/); pass --resume-from latest to continue or --overwrite to
+/// start over`.
 bool prepare(const std::filesystem::path& dir, bool resume, bool overwrite);
 
 /// After a run that failed before its first optimizer step: removes what

@@ -18,8 +18,7 @@ size_t edit_distance(std::string_view a, std::string_view b);
 /// 3 characters), or a prefix relation (one starts with the other, input at
 /// least 3 characters). Ties go to the earlier candidate. nullopt when none
 /// qualifies or when `input` equals a candidate.
-std::optional<std::string> did_you_mean(std::string_view input,
-                                        const std::vector<std::string>& candidates);
+std::optional<std::string> did_you_mean(std::string_view input, const std::vector<std::string>& candidates);
 
 /// " (did you mean 'x'?)" or "" — ready to append to a message.
 std::string did_you_mean_hint(std::string_view input, const std::vector<std::string>& candidates);

@@ -120,8 +120,7 @@ class NonfiniteGuard {
   /// `log(level, line)` receives one line per skip (ZC_LOG_WARN) and the stop
   /// (ZC_LOG_ERROR); may be empty. Throws std::invalid_argument when
   /// max_consecutive < 1.
-  explicit NonfiniteGuard(int max_consecutive = 5,
-                          std::function<void(zc_log_level, const std::string&)> log = {});
+  explicit NonfiniteGuard(int max_consecutive = 5, std::function<void(zc_log_level, const std::string&)> log = {});
 
   /// Decides for the update after `step` updates (0-based, as the scheduler):
   /// kApply when loss and grad_norm are finite (resets the consecutive count);

@@ -17,8 +17,7 @@ namespace zcode::sdk {
 /// sees, e.g. `data.train_path: file 'x.jsonl' not found`.
 class Error : public std::runtime_error {
  public:
-  Error(zc_status_code code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(zc_status_code code, const std::string& message) : std::runtime_error(message), code_(code) {}
   zc_status_code code() const noexcept { return code_; }
 
  private:
@@ -26,9 +25,7 @@ class Error : public std::runtime_error {
 };
 
 /// Throws Error(ZC_ERR_INVALID_ARGUMENT, msg).
-[[noreturn]] inline void invalid_argument(const std::string& msg) {
-  throw Error(ZC_ERR_INVALID_ARGUMENT, msg);
-}
+[[noreturn]] inline void invalid_argument(const std::string& msg) { throw Error(ZC_ERR_INVALID_ARGUMENT, msg); }
 
 /// A status returned by another stage (e.g. the tokenizer), carried up
 /// unchanged: the host created it, so the host will release it.

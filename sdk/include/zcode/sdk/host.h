@@ -161,8 +161,8 @@ class StateReader {
     const DLTensor& t = get(name);
     if (!same_dtype(t.dtype, dtype) || numel(t) != count)
       throw Error(ZC_ERR_DATA, "state: tensor '" + name + "' has " + std::to_string(numel(t)) +
-                                   " elements of a different shape or dtype than expected (" +
-                                   std::to_string(count) + ")");
+                                   " elements of a different shape or dtype than expected (" + std::to_string(count) +
+                                   ")");
     std::memcpy(dst, data_ptr<char>(t), nbytes(t));
   }
   std::string_view json() const { return r_->json ? std::string_view(r_->json, r_->json_len) : std::string_view(); }

@@ -58,15 +58,14 @@ struct Result {
   size_t offset = 0;      ///< byte offset of the error in the text
   bool too_deep = false;  ///< stopped at the depth limit (code is kParseErrorTermination)
   unsigned max_depth = kMaxDepth;
-  std::string path;       ///< dotted path of the value that opened one container too many (its start)
+  std::string path;  ///< dotted path of the value that opened one container too many (its start)
 
   bool ok() const { return code == rapidjson::kParseErrorNone; }
   /// One clause for a message: "nesting deeper than 256 levels at training.x[0]..."
   /// or RapidJSON's English text of the syntax error (the caller adds the
   /// file name and position).
   std::string message() const {
-    if (too_deep)
-      return "nesting deeper than " + std::to_string(max_depth) + " levels at " + shown_path(path);
+    if (too_deep) return "nesting deeper than " + std::to_string(max_depth) + " levels at " + shown_path(path);
     return rapidjson::GetParseError_En(code);
   }
 };
@@ -225,8 +224,7 @@ class Writer {
   Writer& boolean(bool b) { return done(w_.Bool(b)); }
   Writer& null() { return done(w_.Null()); }
   template <std::integral T>
-    requires(!std::same_as<T, bool>)
-  Writer& integer(T v) {
+  requires(!std::same_as<T, bool>) Writer& integer(T v) {
     if constexpr (std::is_signed_v<T>) return done(w_.Int64(static_cast<int64_t>(v)));
     else return done(w_.Uint64(static_cast<uint64_t>(v)));
   }
@@ -242,9 +240,7 @@ class Writer {
   /// metrics record), verbatim as the next value; inside an array it may be
   /// several values joined by ','. The caller vouches for it: it is not
   /// parsed here.
-  Writer& raw(std::string_view json) {
-    return done(w_.RawValue(json.data(), json.size(), rapidjson::kObjectType));
-  }
+  Writer& raw(std::string_view json) { return done(w_.RawValue(json.data(), json.size(), rapidjson::kObjectType)); }
 
   /// The text so far (complete once every container is closed).
   std::string str() const { return std::string(sb_.GetString(), sb_.GetSize()); }

@@ -30,8 +30,12 @@ inline std::string describe_json(const rapidjson::Value& v) {
   v.Accept(w);
   std::string s = sb.GetString();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
-  const char* kind = v.IsString() ? "string " : v.IsNumber() ? "number " : v.IsBool() ? "boolean "
-                     : v.IsNull() ? "" : v.IsArray() ? "array " : "object ";
+  const char* kind = v.IsString()   ? "string "
+                     : v.IsNumber() ? "number "
+                     : v.IsBool()   ? "boolean "
+                     : v.IsNull()   ? ""
+                     : v.IsArray()  ? "array "
+                                    : "object ";
   return kind + s;
 }
 
@@ -53,8 +57,7 @@ class Options {
     doc_ = std::make_shared<rapidjson::Document>();
     const char* text = (json && *json) ? json : "{}";
     doc_->Parse(text);
-    if (doc_->HasParseError() || !doc_->IsObject())
-      invalid_argument(prefix_ + ": expected a JSON object");
+    if (doc_->HasParseError() || !doc_->IsObject()) invalid_argument(prefix_ + ": expected a JSON object");
     value_ = doc_.get();
   }
   Options(std::shared_ptr<rapidjson::Document> doc, const rapidjson::Value* v, std::string prefix)
@@ -118,8 +121,9 @@ class Options {
         } else if constexpr (sizeof(T) < sizeof(int64_t)) {
           // A value the option's type cannot hold would wrap silently.
           if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max())
-            invalid_argument(where + ": expected an integer of at most " + std::to_string(std::numeric_limits<T>::max()) +
-                             " in magnitude, found " + describe_json(v));
+            invalid_argument(where + ": expected an integer of at most " +
+                             std::to_string(std::numeric_limits<T>::max()) + " in magnitude, found " +
+                             describe_json(v));
         }
         return static_cast<T>(x);
       }

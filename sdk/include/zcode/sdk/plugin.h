@@ -80,7 +80,7 @@ struct Common {
   }
 };
 
-#define ZC_SDK_COMMON(T, TABLE, KIND, VERSION) \
+#define ZC_SDK_COMMON(T, TABLE, KIND, VERSION)                                                        \
   {sizeof(TABLE), KIND, VERSION, 0}, &Common<T>::create, &Common<T>::destroy, &Common<T>::save_state, \
       &Common<T>::load_state
 
@@ -88,7 +88,10 @@ template <class T>
 struct TokenizerThunks {
   static T* self(void* i) { return static_cast<T*>(i); }
   static zc_status* vocab_size(void* i, uint64_t* out) {
-    return guard([&] { uint64_t n = self(i)->vocab_size(); *out = n; });
+    return guard([&] {
+      uint64_t n = self(i)->vocab_size();
+      *out = n;
+    });
   }
   static zc_status* encode(void* i, const char* text, size_t len, uint32_t flags, zc_ids* out) {
     return guard([&] {
@@ -115,17 +118,28 @@ struct TokenizerThunks {
     });
   }
   static zc_status* token_to_id(void* i, const char* tok, size_t len, int32_t* out) {
-    return guard([&] { int32_t id = self(i)->token_to_id(std::string_view(tok, len)); *out = id; });
+    return guard([&] {
+      int32_t id = self(i)->token_to_id(std::string_view(tok, len));
+      *out = id;
+    });
   }
   static zc_status* id_to_token(void* i, int32_t id, zc_bytes* out) {
-    return guard([&] { ByteSink s(out); self(i)->id_to_token(id, s); });
+    return guard([&] {
+      ByteSink s(out);
+      self(i)->id_to_token(id, s);
+    });
   }
   static zc_status* info_json(void* i, const char** out) {
     return guard([&] { *out = self(i)->info_json().c_str(); });
   }
   static constexpr zc_tokenizer_table table = {
       ZC_SDK_COMMON(T, zc_tokenizer_table, ZC_KIND_TOKENIZER, ZC_TOKENIZER_TABLE_VERSION),
-      &vocab_size, &encode, &decode, &token_to_id, &id_to_token, &info_json};
+      &vocab_size,
+      &encode,
+      &decode,
+      &token_to_id,
+      &id_to_token,
+      &info_json};
 };
 
 template <class T>
@@ -140,7 +154,9 @@ struct DataLoaderThunks {
       *has = ok ? 1 : 0;
     });
   }
-  static zc_status* reset(void* i) { return guard([&] { self(i)->reset(); }); }
+  static zc_status* reset(void* i) {
+    return guard([&] { self(i)->reset(); });
+  }
   static zc_status* stats(void* i, const zc_metrics_sink* s) {
     return guard([&] { self(i)->stats(MetricsSink(s)); });
   }
@@ -148,8 +164,8 @@ struct DataLoaderThunks {
     return guard([&] { *out = self(i)->provenance_json().c_str(); });
   }
   static constexpr zc_dataloader_table table = {
-      ZC_SDK_COMMON(T, zc_dataloader_table, ZC_KIND_DATALOADER, ZC_DATALOADER_TABLE_VERSION),
-      &next_batch, &reset, &stats, &provenance_json};
+      ZC_SDK_COMMON(T, zc_dataloader_table, ZC_KIND_DATALOADER, ZC_DATALOADER_TABLE_VERSION), &next_batch, &reset,
+      &stats, &provenance_json};
 };
 
 template <class T>
@@ -166,9 +182,10 @@ struct ModelThunks {
   static zc_status* params(void* i, zc_param_list* out) {
     return guard([&] { *out = self(i)->params(); });
   }
-  static zc_status* zero_grad(void* i) { return guard([&] { self(i)->zero_grad(); }); }
-  static zc_status* forward_backward(void* i, const zc_batch* b, const zc_fb_options* o,
-                                     const zc_metrics_sink* m) {
+  static zc_status* zero_grad(void* i) {
+    return guard([&] { self(i)->zero_grad(); });
+  }
+  static zc_status* forward_backward(void* i, const zc_batch* b, const zc_fb_options* o, const zc_metrics_sink* m) {
     return guard([&] { self(i)->forward_backward(*b, *o, MetricsSink(m)); });
   }
   static zc_status* forward_logprobs(void* i, const zc_batch* b, DLTensor* out) {
@@ -211,35 +228,50 @@ struct ModelThunks {
       *out = e;  // a failing call leaves *out untouched
     });
   }
-  static constexpr zc_model_table table = {
-      ZC_SDK_COMMON(T, zc_model_table, ZC_KIND_MODEL, ZC_MODEL_TABLE_VERSION),
-      &num_params, &params, &zero_grad, &forward_backward, &forward_logprobs, &info_json,
-      &decode_begin, &decode_step, &decode_reorder, &decode_end, &forward_logits, &forward_eval,
-      &activations, &estimate_memory};
+  static constexpr zc_model_table table = {ZC_SDK_COMMON(T, zc_model_table, ZC_KIND_MODEL, ZC_MODEL_TABLE_VERSION),
+                                           &num_params,
+                                           &params,
+                                           &zero_grad,
+                                           &forward_backward,
+                                           &forward_logprobs,
+                                           &info_json,
+                                           &decode_begin,
+                                           &decode_step,
+                                           &decode_reorder,
+                                           &decode_end,
+                                           &forward_logits,
+                                           &forward_eval,
+                                           &activations,
+                                           &estimate_memory};
 };
 
 template <class T>
 struct OptimizerThunks {
   static T* self(void* i) { return static_cast<T*>(i); }
-  static zc_status* step(void* i, double lr, uint64_t s) { return guard([&] { self(i)->step(lr, s); }); }
+  static zc_status* step(void* i, double lr, uint64_t s) {
+    return guard([&] { self(i)->step(lr, s); });
+  }
   static zc_status* hessian_interval(void* i, uint64_t* out) {
     return guard([&] { *out = self(i)->hessian_interval(); });
   }
-  static zc_status* update_hessian(void* i, int64_t n) { return guard([&] { self(i)->update_hessian(n); }); }
+  static zc_status* update_hessian(void* i, int64_t n) {
+    return guard([&] { self(i)->update_hessian(n); });
+  }
   static zc_status* estimate_memory(const zc_create_args* a, zc_memory_estimate* out) {
     if (a && a->host && !g_host) g_host = a->host;
     return guard([&] {
       if (!a || !out) throw Error(ZC_ERR_INVALID_ARGUMENT, "estimate_memory: NULL argument");
       // Constructing a class that does not count would allocate its state.
-      if constexpr (!T::kEstimatesMemory) throw Error(ZC_ERR_UNSUPPORTED, "this optimizer does not estimate its memory");
+      if constexpr (!T::kEstimatesMemory)
+        throw Error(ZC_ERR_UNSUPPORTED, "this optimizer does not estimate its memory");
       const T obj(CreateContext(a, /*estimate_only=*/true));
       const uint64_t bytes = obj.state_bytes();
       out->optimizer_state_bytes = bytes;
     });
   }
   static constexpr zc_optimizer_table table = {
-      ZC_SDK_COMMON(T, zc_optimizer_table, ZC_KIND_OPTIMIZER, ZC_OPTIMIZER_TABLE_VERSION),
-      &step, &hessian_interval, &update_hessian, &estimate_memory};
+      ZC_SDK_COMMON(T, zc_optimizer_table, ZC_KIND_OPTIMIZER, ZC_OPTIMIZER_TABLE_VERSION), &step, &hessian_interval,
+      &update_hessian, &estimate_memory};
 };
 
 template <class T>
@@ -309,22 +341,26 @@ constexpr zc_component component(const char* name, const char* description, cons
 
 }  // namespace zcode::sdk
 
-#define ZCODE_COMPONENT(CLASS, NAME, DESCRIPTION, SCHEMA) \
-  ::zcode::sdk::component<CLASS>(NAME, DESCRIPTION, SCHEMA)
+#define ZCODE_COMPONENT(CLASS, NAME, DESCRIPTION, SCHEMA) ::zcode::sdk::component<CLASS>(NAME, DESCRIPTION, SCHEMA)
 
 /// Declares the plugin's static manifest and exports the negotiation symbol.
 /// Use once per plugin file, at namespace scope.
-#define ZCODE_PLUGIN(NAME, VERSION, LICENSE, DESCRIPTION, ...)                                      \
-  namespace {                                                                                      \
-  constexpr zc_component zcode_plugin_components_[] = {__VA_ARGS__};                               \
-  constexpr zc_manifest zcode_plugin_manifest_ = {                                                 \
-      sizeof(zc_manifest),                                                                         \
-      static_cast<uint32_t>(sizeof(zcode_plugin_components_) / sizeof(zcode_plugin_components_[0])), \
-      NAME, VERSION, LICENSE, DESCRIPTION, "{}", zcode_plugin_components_};                         \
-  }                                                                                                \
-  extern "C" ZC_EXPORT zc_status_code zcode_plugin_negotiate(                                      \
-      uint32_t host_major, uint32_t host_minor, const zc_host_services* services,                  \
-      uint32_t* out_major, uint32_t* out_minor, const zc_manifest** out_manifest) {                \
-    return ::zcode::sdk::detail::negotiate(host_major, host_minor, services, out_major, out_minor,  \
-                                           out_manifest, &zcode_plugin_manifest_);                  \
+#define ZCODE_PLUGIN(NAME, VERSION, LICENSE, DESCRIPTION, ...)                                                        \
+  namespace {                                                                                                         \
+  constexpr zc_component zcode_plugin_components_[] = {__VA_ARGS__};                                                  \
+  constexpr zc_manifest zcode_plugin_manifest_ = {                                                                    \
+      sizeof(zc_manifest),                                                                                            \
+      static_cast<uint32_t>(sizeof(zcode_plugin_components_) / sizeof(zcode_plugin_components_[0])),                  \
+      NAME,                                                                                                           \
+      VERSION,                                                                                                        \
+      LICENSE,                                                                                                        \
+      DESCRIPTION,                                                                                                    \
+      "{}",                                                                                                           \
+      zcode_plugin_components_};                                                                                      \
+  }                                                                                                                   \
+  extern "C" ZC_EXPORT zc_status_code zcode_plugin_negotiate(uint32_t host_major, uint32_t host_minor,                \
+                                                             const zc_host_services* services, uint32_t* out_major,   \
+                                                             uint32_t* out_minor, const zc_manifest** out_manifest) { \
+    return ::zcode::sdk::detail::negotiate(host_major, host_minor, services, out_major, out_minor, out_manifest,      \
+                                           &zcode_plugin_manifest_);                                                  \
   }

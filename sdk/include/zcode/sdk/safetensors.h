@@ -215,11 +215,14 @@ class Reader {
   }
 
   void parse(std::span<const uint8_t> bytes) {
-    if (bytes.size() < 8) fail("file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header size");
+    if (bytes.size() < 8)
+      fail("file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header size");
     const uint64_t n = detail::read_le64(bytes.data());
-    if (n > kMaxHeaderBytes) fail("header size " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes));
+    if (n > kMaxHeaderBytes)
+      fail("header size " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes));
     if (n > bytes.size() - 8)
-      fail("header size " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size() - 8) + " bytes after the size field)");
+      fail("header size " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size() - 8) +
+           " bytes after the size field)");
     if (n < 2) fail("header is " + std::to_string(n) + " bytes, too short for a JSON object");
     std::string header(reinterpret_cast<const char*>(bytes.data() + 8), static_cast<size_t>(n));
     if (header[0] != '{') fail("header does not start with '{'");
@@ -242,7 +245,8 @@ class Reader {
       if (name == "__metadata__") {
         if (!v.IsObject()) fail("__metadata__ is not an object");
         for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m) {
-          if (!m->value.IsString()) fail("__metadata__ value of '" + std::string(m->name.GetString()) + "' is not a string");
+          if (!m->value.IsString())
+            fail("__metadata__ value of '" + std::string(m->name.GetString()) + "' is not a string");
           metadata_[std::string(m->name.GetString(), m->name.GetStringLength())] =
               std::string(m->value.GetString(), m->value.GetStringLength());
         }
@@ -262,7 +266,9 @@ class Reader {
       t.dtype = dt->value.GetString();
       const size_t esize = dtype_size(t.dtype);
       if (esize == 0) fail("tensor '" + name + "': unknown dtype \"" + t.dtype + "\"");
-      if (sh->value.Size() > kMaxRank) fail("tensor '" + name + "': rank " + std::to_string(sh->value.Size()) + " exceeds " + std::to_string(kMaxRank));
+      if (sh->value.Size() > kMaxRank)
+        fail("tensor '" + name + "': rank " + std::to_string(sh->value.Size()) + " exceeds " +
+             std::to_string(kMaxRank));
       uint64_t count = 1;
       bool overflow = false;
       for (const auto& d : sh->value.GetArray()) {
@@ -277,21 +283,22 @@ class Reader {
       const rapidjson::Value& e = off->value[1];
       if (!b.IsUint64() || !e.IsUint64()) fail("tensor '" + name + "': data_offsets must be non-negative integers");
       const uint64_t begin = b.GetUint64(), end = e.GetUint64();
-      if (begin > end) fail("tensor '" + name + "': data_offsets begin " + std::to_string(begin) + " > end " + std::to_string(end));
+      if (begin > end)
+        fail("tensor '" + name + "': data_offsets begin " + std::to_string(begin) + " > end " + std::to_string(end));
       if (end > data_size)
         fail("tensor '" + name + "': data_offsets end " + std::to_string(end) + " exceeds the data buffer (" +
              std::to_string(data_size) + " bytes; file truncated?)");
       if (overflow || (count != 0 && esize > UINT64_MAX / count) || count * esize != end - begin)
-        fail("tensor '" + name + "': " + std::to_string(end - begin) + " bytes do not match dtype " + t.dtype + " x shape");
+        fail("tensor '" + name + "': " + std::to_string(end - begin) + " bytes do not match dtype " + t.dtype +
+             " x shape");
       t.nbytes = static_cast<size_t>(end - begin);
       index_[name] = tensors_.size();
       spans.push_back({begin, end, tensors_.size()});
       tensors_.push_back(std::move(t));
     }
     // The buffer must be covered exactly: sorted spans, no overlap, no hole.
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
     uint64_t cursor = 0;
     for (const Span& s : spans) {
       if (s.begin < cursor) fail("tensor '" + tensors_[s.index].name + "' overlaps the previous tensor");
@@ -326,7 +333,8 @@ class Writer {
  public:
   /// Copies `nbytes` bytes of a tensor. Throws ZC_ERR_INVALID_ARGUMENT on a
   /// duplicate or empty name, a negative dim, or a size mismatch.
-  void add(const std::string& name, const char* dtype, std::span<const int64_t> shape, const void* data, size_t nbytes) {
+  void add(const std::string& name, const char* dtype, std::span<const int64_t> shape, const void* data,
+           size_t nbytes) {
     if (name.empty()) throw Error(ZC_ERR_INVALID_ARGUMENT, "safetensors: empty tensor name");
     if (name == "__metadata__") throw Error(ZC_ERR_INVALID_ARGUMENT, "safetensors: '__metadata__' is reserved");
     if (tensors_.count(name)) throw Error(ZC_ERR_INVALID_ARGUMENT, "safetensors: duplicate tensor '" + name + "'");

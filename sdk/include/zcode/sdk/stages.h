@@ -215,9 +215,7 @@ class Model : public Stage {
   /// The activations the last forward_backward kept (zc_model_table.activations,
   /// ABI 1.2): float32 CPU [batch, seq, width], valid until the next call.
   /// Default: unsupported.
-  virtual zc_param_list activations() {
-    throw Error(ZC_ERR_UNSUPPORTED, "this model does not expose its activations");
-  }
+  virtual zc_param_list activations() { throw Error(ZC_ERR_UNSUPPORTED, "this model does not expose its activations"); }
   /// zc_model_table.estimate_memory (ABI 1.3), without an instance: a model
   /// class hides this static with its own, which fills parameter_bytes,
   /// gradient_bytes and activation_bytes of `out` for what its constructor

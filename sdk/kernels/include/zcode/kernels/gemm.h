@@ -11,10 +11,10 @@ namespace zcode::kernels {
 /// op(B) is [K,N] (B stored [K,N] with ldb, or [N,K] when trans_b).
 /// Calls cblas_sgemm / cblas_dgemm. M, N or K equal to 0 is a no-op except
 /// for the beta scaling of C (K == 0 scales C by beta).
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc);
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A, int lda,
-          const double* B, int ldb, double beta, double* C, int ldc);
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+          int ldb, float beta, float* C, int ldc);
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
+          int ldb, double beta, double* C, int ldc);
 
 /// Linear layer forward, torch.nn.Linear convention: y[M,N] = x[M,K] · W[N,K]ᵀ
 /// (+ beta·y). Contiguous rows.

@@ -54,8 +54,8 @@ void rope_fwd(T* x, int64_t rows, int64_t ld, int heads, int hd, int R, const T*
 /// dy_i·y_{i+R/2}) = ∂L/∂θ_{n,i}; the caller reduces it over rows
 /// (∂L/∂inv_freq[i] = Σ_n pos[n]·dtheta[n,i]) in a fixed order.
 template <class T>
-void rope_bwd(T* dy, const T* y, int64_t rows, int64_t ld, int heads, int hd, int R, const T* cos_tab,
-              const T* sin_tab, const int32_t* tab, T* dtheta) {
+void rope_bwd(T* dy, const T* y, int64_t rows, int64_t ld, int heads, int hd, int R, const T* cos_tab, const T* sin_tab,
+              const int32_t* tab, T* dtheta) {
   const int h2 = R / 2;
   if (h2 == 0) return;
 #pragma omp parallel for schedule(static)
