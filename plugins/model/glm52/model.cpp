@@ -338,7 +338,11 @@ struct Model<T>::Workspace {
       take(rstd_final, N);
     }
     kept_bytes = off;
-    take(gx, N * d);  // gx and gz swap roles in backward; the LM head writes gx
+    // gx: ∂L/∂ of the residual stream, written by the LM head and carried down
+    // the layers in place. gz is the blocks' scratch, kept outside the region
+    // shared with the logits chunk: its size sets the chunk, and so the order
+    // in which the head sums dW.
+    take(gx, N * d);
     take(gz, N * d);
     // Scratch of the blocks' forward and backward. None of it is live while
     // the LM head runs (after forward, before backward), so the logits chunk
@@ -632,8 +636,9 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   }
 }
 
-/// Backward of moe_fwd given dout = ∂L/∂out; adds to dx. aux_scale and
-/// z_scale are the loss coefficients times loss_scale/Nstep.
+/// Backward of moe_fwd given dout = ∂L/∂out; adds ∂L/∂x to dx. The aux and
+/// z-loss gradients enter the router with their coefficients times
+/// k.grad_scale (loss_scale / Nstep).
 template <class T>
 void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typename Model<T>::Workspace::Layer& a,
              const T* x, const T* dout, T* dx) {
@@ -745,7 +750,38 @@ const T* inv_freq(const Ctx<T>& k, int64_t rope, int n_pos, int pos0) {
   return k.ws.inv_freq;
 }
 
-// ---- Layer halves shared by the training forward and KV-cache decoding ----
+// ---- RoPE with learned frequencies (README §4), forward and backward ------
+/// RoPE in place on the q and k heads of qkv [N, qkv_dim], with the layer's
+/// frequencies (parameter offset `rope`); row n sits at table row ws.pos[n] of
+/// the positions pos0 .. pos0 + n_pos - 1.
+template <class T>
+void rope_fwd(const Ctx<T>& k, int64_t rope, T* qkv, int n_pos, int pos0) {
+  const Config& c = k.c;
+  inv_freq(k, rope, n_pos, pos0);
+  zcode::kernels::rope_fwd(qkv, k.N, c.qkv_dim(), c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), k.ws.rope_cos,
+                           k.ws.rope_sin, k.ws.pos);
+}
+/// Backward of rope_fwd over positions 0 .. T-1, given qkv, its output:
+/// ws.dqkv, ∂L/∂qkv after RoPE on entry, becomes ∂L/∂qkv before it (in
+/// place). θ_{n,i} = pos_n·f_i with f = exp(rope_log_inv_freq), so that
+/// gradient accumulates f_i·Σ_n pos_n·∂L/∂θ_{n,i} (rows summed in order).
+template <class T>
+void rope_bwd(const Ctx<T>& k, int64_t rope, const T* qkv) {
+  const Config& c = k.c;
+  const int h2 = c.rotary_dims() / 2;
+  if (h2 == 0) return;
+  const T* inv = inv_freq(k, rope, k.Tn, 0);
+  zcode::kernels::rope_bwd(k.ws.dqkv, qkv, k.N, c.qkv_dim(), c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(),
+                           k.ws.rope_cos, k.ws.rope_sin, k.ws.pos, k.ws.dtheta);
+  for (int i = 0; i < h2; ++i) {
+    double s = 0;
+    for (int64_t n = 0; n < k.N; ++n)
+      s += static_cast<double>(k.ws.pos[n]) * static_cast<double>(k.ws.dtheta[n * h2 + i]);
+    k.G[rope + i] += static_cast<T>(static_cast<double>(inv[i]) * s);
+  }
+}
+
+// ---- Layer halves (the forwards shared with KV-cache decoding), each with its backward
 /// Attention input: a.qkv [N, qkv_dim] = xa·W_qkvᵀ with xa = x (deepnorm) or
 /// AttnNorm(x) (prenorm, into a.xa). RoPE and attention follow per caller.
 template <class T>
@@ -758,6 +794,23 @@ void qkv_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
     xa = a.xa;
   }
   linear_fwd<T>(static_cast<int>(k.N), static_cast<int>(c.qkv_dim()), c.d_model, xa, k.P + lo.wqkv, a.qkv);
+}
+/// Backward of qkv_fwd given ws.dqkv = ∂L/∂qkv [N, qkv_dim] (before RoPE):
+/// accumulates the gradients of W_qkv (and of the attention norm's gain,
+/// prenorm) and adds ∂L/∂x to dx [N, d]. ws.gy is scratch (prenorm).
+template <class T>
+void qkv_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typename Model<T>::Workspace::Layer& a,
+             const T* x, T* dx) {
+  const Config& c = k.c;
+  const int n = static_cast<int>(k.N), qd = c.qkv_dim(), d = c.d_model;
+  const bool deep = c.residual == Residual::kDeepNorm;
+  linear_bwd_w<T>(n, qd, d, k.ws.dqkv, deep ? x : a.xa, k.G + lo.wqkv);
+  if (deep) {
+    linear_bwd_x<T>(n, qd, d, k.ws.dqkv, k.P + lo.wqkv, dx, T(1));
+  } else {
+    linear_bwd_x<T>(n, qd, d, k.ws.dqkv, k.P + lo.wqkv, k.ws.gy, T(0));
+    norm_bwd(k, lo.attn_norm, x, a.rstd_a, k.ws.gy, dx, true);
+  }
 }
 
 /// From the attention heads' output a.o to the layer output xn [N, d]
@@ -780,6 +833,44 @@ void post_attention_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& 
   if (moe) moe_fwd(k, lo, a, a.xf, r2);
   else glu_fwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, r2, T(1));
   if (deep) norm_fwd(k, lo.ffn_norm, a.r2, xn, a.rstd_f);
+}
+/// Backward of post_attention_fwd, in place on the residual stream's
+/// gradient: dres [N, d] holds ∂L/∂xn on entry and, on return, the share of
+/// ∂L/∂x that flows through the residual (α·∂L/∂r1 deepnorm, ∂L/∂r1
+/// prenorm; qkv_bwd adds the rest). Writes ws.dO = ∂L/∂o [N, H·hd] and
+/// accumulates the gradients of W_o, the norms and the FFN. ws.gy and ws.gz
+/// are scratch.
+template <class T>
+void post_attention_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo,
+                        typename Model<T>::Workspace::Layer& a, T* dres, bool moe) {
+  const Config& c = k.c;
+  const int64_t N = k.N, d = c.d_model;
+  const bool deep = c.residual == Residual::kDeepNorm;
+  const T alpha = static_cast<T>(c.alpha());
+  T *gy = k.ws.gy, *gz = k.ws.gz;
+  const T* dr1;  // ∂L/∂r1
+  if (deep) {
+    norm_bwd(k, lo.ffn_norm, a.r2, a.rstd_f, dres, gy, false);  // gy = ∂L/∂r2
+    scaled_copy(gz, gy, N * d, alpha);                          // gz = ∂L/∂xf (residual part)
+    if (moe) moe_bwd(k, lo, a, a.xf, gy, gz);
+    else glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, gy, gz, T(1));
+    norm_bwd(k, lo.attn_norm, a.r1, a.rstd_a, gz, gy, false);  // gy = ∂L/∂r1
+    scaled_copy(dres, gy, N * d, alpha);                       // through r1 = α·x + …
+    dr1 = gy;
+  } else {
+    // dres = ∂L/∂xn: the FFN output's gradient and the residual part of ∂L/∂r1.
+    if (moe) {
+      std::memset(static_cast<void*>(gz), 0, sizeof(T) * size_t(N * d));
+      moe_bwd(k, lo, a, a.xf, dres, gz);
+    } else {
+      glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, dres, gz, T(0));
+    }
+    norm_bwd(k, lo.ffn_norm, a.r1, a.rstd_f, gz, dres, true);  // dres = ∂L/∂r1, also ∂L/∂x through r1 = x + …
+    dr1 = dres;
+  }
+  const int n = static_cast<int>(N), dm = c.d_model, ho = c.n_heads * c.head_dim;
+  linear_bwd_w<T>(n, dm, ho, dr1, a.o, k.G + lo.wo);
+  linear_bwd_x<T>(n, dm, ho, dr1, k.P + lo.wo, k.ws.dO, T(0));
 }
 
 }  // namespace
@@ -816,7 +907,7 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
            capacity_factor,
            0.0,
            nullptr};
-  const int64_t N = k.N, d = c.d_model, qd = c.qkv_dim();
+  const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
   for (int64_t n = 0; n < N; ++n) ws.pos[n] = static_cast<int32_t>(n % b.T);
   {  // Embedding: h = embed.weight[ids].
@@ -833,9 +924,7 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
     T* xn = ws.X(l + 1);
     // Attention sub-block: deepnorm r1 = α·x + Attn(x); prenorm r1 = x + Attn(AttnNorm(x)).
     qkv_fwd(k, lo, a, x);
-    inv_freq(k, lo.rope, b.T, 0);
-    zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), ws.rope_cos,
-                             ws.rope_sin, ws.pos);
+    rope_fwd(k, lo.rope, a.qkv, b.T, 0);
     masked += attention_fwd(a.qkv, a.P, a.o, a.hmask, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, k.doc,
                             c.dynamic_head_mask, static_cast<T>(c.entropy_threshold));
     post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
@@ -858,7 +947,7 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
 // ---------------------------------------------------------------------------
 
 template <class T>
-void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, StepMetrics*) {
+void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
   const Config& c = cfg_;
   Ctx<T> k{c,
            params_.get(),
@@ -871,10 +960,10 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, St
            c.capacity_factor,
            grad_scale,
            nullptr};
-  const int64_t N = k.N, d = c.d_model, H = c.n_heads, hd = c.head_dim, qd = c.qkv_dim();
+  const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
-  const T alpha = static_cast<T>(c.alpha());
-  // ws.gx holds ∂L/∂(final hidden) on entry (written by the LM head).
+  // ws.gx holds ∂L/∂(final hidden) on entry (written by the LM head), then
+  // ∂L/∂(input of layer l) after layer l's backward.
   if (!deep) {
     std::memcpy(ws.gy, ws.gx, sizeof(T) * size_t(N * d));
     norm_bwd(k, off_norm_f_, ws.X(c.n_layers), ws.rstd_final, ws.gy, ws.gx, false);
@@ -882,54 +971,10 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale, St
   for (int l = c.n_layers - 1; l >= 0; --l) {
     const LayerOffsets& lo = layers_[l];
     typename Workspace::Layer& a = ws.L(l);
-    T* x = ws.X(l);
-    T *gx = ws.gx, *gy = ws.gy, *gz = ws.gz;
-    // FFN sub-block backward: leaves ∂L/∂r1 in `dr1`.
-    T* dr1;
-    if (deep) {
-      norm_bwd(k, lo.ffn_norm, a.r2, a.rstd_f, gx, gy, false);  // gy = ∂L/∂r2
-      scaled_copy(gz, gy, N * d, alpha);                        // gz = ∂L/∂xf (residual part)
-      if (c.is_moe(l)) moe_bwd(k, lo, a, a.xf, gy, gz);
-      else glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, gy, gz, T(1));
-      norm_bwd(k, lo.attn_norm, a.r1, a.rstd_a, gz, gy, false);  // gy = ∂L/∂r1
-      dr1 = gy;
-    } else {
-      // gx = ∂L/∂r2 = ∂L/∂out.
-      if (c.is_moe(l)) {
-        std::memset(static_cast<void*>(gz), 0, sizeof(T) * size_t(N * d));
-        moe_bwd(k, lo, a, a.xf, gx, gz);
-      } else {
-        glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, gx, gz, T(0));
-      }
-      norm_bwd(k, lo.ffn_norm, a.r1, a.rstd_f, gz, gx, true);  // gx = ∂L/∂r1
-      dr1 = gx;
-    }
-    // Attention sub-block backward.
-    T* xa = deep ? x : a.xa;
-    linear_bwd_w<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), dr1, a.o, k.G + lo.wo);
-    linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(d), static_cast<int>(H * hd), dr1, k.P + lo.wo, ws.dO, T(0));
+    post_attention_bwd(k, lo, a, ws.gx, c.is_moe(l));
     attention_bwd(a.qkv, a.P, a.hmask, ws.dO, ws.dqkv, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, ws.attn_scratch);
-    const int h2 = c.rotary_dims() / 2;
-    if (h2 > 0) {
-      const T* inv = inv_freq(k, lo.rope, b.T, 0);
-      zcode::kernels::rope_bwd(ws.dqkv, a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(),
-                               ws.rope_cos, ws.rope_sin, ws.pos, ws.dtheta);
-      for (int i = 0; i < h2; ++i) {  // ∂L/∂log f = f·Σ_n pos_n·∂L/∂θ_n (fixed order)
-        double s = 0;
-        for (int64_t n = 0; n < N; ++n)
-          s += static_cast<double>(ws.pos[n]) * static_cast<double>(ws.dtheta[n * h2 + i]);
-        k.G[lo.rope + i] += static_cast<T>(static_cast<double>(inv[i]) * s);
-      }
-    }
-    linear_bwd_w<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), ws.dqkv, xa, k.G + lo.wqkv);
-    if (deep) {
-      scaled_copy(gz, dr1, N * d, alpha);
-      linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), ws.dqkv, k.P + lo.wqkv, gz, T(1));
-      std::swap(ws.gx, ws.gz);  // gx = ∂L/∂x
-    } else {
-      linear_bwd_x<T>(static_cast<int>(N), static_cast<int>(qd), static_cast<int>(d), ws.dqkv, k.P + lo.wqkv, gy, T(0));
-      norm_bwd(k, lo.attn_norm, x, a.rstd_a, gy, gx, true);  // gx = ∂L/∂x
-    }
+    rope_bwd(k, lo.rope, a.qkv);
+    qkv_bwd(k, lo, a, ws.X(l), ws.gx);
   }
   {  // Embedding: embed.grad[ids[n]] += ∂L/∂h0[n]; column blocks in parallel, rows in order.
     T* GE = grads_.get() + off_embed_;
@@ -1022,7 +1067,7 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   for (int64_t n = 0; n < N; ++n) ce += ws.nll[n];
   m.ce_loss = ce / nstep;
 
-  backward(ws, b, grad_scale, &m);
+  backward(ws, b, grad_scale);
 
   int n_moe = 0;
   for (int l = 0; l < c.n_layers; ++l) n_moe += c.is_moe(l) ? 1 : 0;
@@ -1175,9 +1220,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
     T* x = ws.X(l);
     T* xn = ws.X(l + 1);
     qkv_fwd(k, lo, a, x);
-    inv_freq(k, lo.rope, 1, pos);  // one table row: every sequence is at `pos`
-    zcode::kernels::rope_fwd(a.qkv, N, qd, c.n_heads + c.n_kv_heads, c.head_dim, c.rotary_dims(), ws.rope_cos,
-                             ws.rope_sin, ws.pos);
+    rope_fwd(k, lo.rope, a.qkv, 1, pos);  // one table row: every sequence is at `pos`
     T* kc = s->kc.data() + size_t(l) * Bn * s->max_len * kvw;
     T* vc = s->vc.data() + size_t(l) * Bn * s->max_len * kvw;
     for (int64_t n = 0; n < N; ++n) {

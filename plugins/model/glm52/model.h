@@ -69,12 +69,11 @@ class Model {
   /// Metrics go to `m` (reused by the caller: no allocation in steady state).
   void forward_backward(const BatchView& b, double loss_normalizer, double loss_scale, bool sampled,
                         uint64_t sample_seed, StepMetrics& m);
-  /// log p(target) per position, out [B, T] (0 where target == -1). MoE
-  /// capacity from eval_capacity_factor (default 0: dropless, so the result
-  /// does not depend on which rows share the call).
-  /// Forward only: out[n] = log p(target_n) (0 where target is -1), float32
-  /// [batch, seq]; when `argmax` is given, also the arg-max id of each
-  /// position's logits over the real vocab (ties: lowest id), int32 [batch, seq].
+  /// Forward only: out[n] = log p(target_n) (nats; 0 where target is -1),
+  /// float32 [B, T]; when `argmax` is given, also the arg-max id of each
+  /// position's logits over the real vocab (ties: lowest id), int32 [B, T].
+  /// MoE capacity from eval_capacity_factor (default 0: dropless, so the
+  /// result does not depend on which rows share the call). Throws on bad input.
   void forward_logprobs(const BatchView& b, float* out, int32_t* argmax = nullptr);
   /// Next-token logits for one sequence, out [n, V], dropless MoE.
   void forward_logits(const int32_t* tokens, int n, float* out);
@@ -127,9 +126,15 @@ class Model {
   void init_params(uint64_t seed);
   void check_batch(const BatchView& b) const;
   Workspace& ensure_workspace(int B, int Tn);
-  /// capacity_factor: C = ceil(cf·N·k/E) per expert for this pass; <= 0 is dropless.
+  /// Embedding and blocks (and the final norm, prenorm) into ws; the LM head
+  /// is the caller's. capacity_factor: C = ceil(cf·N·k/E) per expert for this
+  /// pass; <= 0 is dropless. MoE and head-mask statistics go to m when not null.
   void forward(Workspace& ws, const BatchView& b, double capacity_factor, StepMetrics* m);
-  void backward(Workspace& ws, const BatchView& b, double inv_norm_scale, StepMetrics* m);
+  /// Backward of forward, layer by layer in reverse, given ws.gx = ∂L/∂(final
+  /// hidden) [B·T, d] from the LM head; gradients accumulate. grad_scale =
+  /// loss_scale / (target tokens of the step) scales the MoE aux and z-loss
+  /// gradients (the head already applied it to ws.gx).
+  void backward(Workspace& ws, const BatchView& b, double grad_scale);
   const T* head_weight() const;
   T* head_grad();
 
