@@ -60,7 +60,9 @@ std::optional<int> load_and_validate(const std::string& path, const std::vector<
                                      const PluginFlags& flags, ValidatedConfig& out, const std::string* text = nullptr);
 
 /// Inside a catch block: prints the current exception as one `[ERROR]`
-/// line and returns its exit code (config/plugin-name errors 2, others 1).
+/// line and returns its exit code (config load and validation errors 2;
+/// plugin errors and everything else 1, with the message unprefixed for
+/// plugin errors).
 int report_current_exception(const std::string& cmd);
 
 }  // namespace zcode::host
