@@ -10,6 +10,7 @@
 #include "config_impl.h"
 
 #include <zcode/sdk/suggest.h>
+#include <zcode/sdk/tokenizer_files.h>
 
 #include <rapidjson/pointer.h>
 #include <rapidjson/schema.h>
@@ -55,10 +56,7 @@ std::string tokenizer_component(const JsonValue* tok) {
     if (const JsonValue* t = member(*tok, "type"); t && t->IsString()) return fold(t->GetString());
     path = member(*tok, "path");
   }
-  if (path && path->IsString()) {
-    std::string p = fold(path->GetString());
-    if (p.size() >= 6 && p.ends_with(".model")) return "sentencepiece";
-  }
+  if (path && path->IsString()) return sdk::tokenizer_plugin_for_reference(path->GetString());
   return "bpe";
 }
 
