@@ -3,7 +3,7 @@
 #include "commands.h"
 
 #include <zcode/core/log.h>
-#include <zcode/core/suggest.h>
+#include <zcode/sdk/suggest.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/prettywriter.h>
@@ -78,8 +78,8 @@ int show(const Registry& reg, const std::string& name, const std::string& kind) 
     reg.load_all();
     for (const Component* comp : reg.components())
       if (kind.empty() || comp->kind == *parse_kind(kind)) names.push_back(comp->name);
-    log::error("plugins show: no component named '" + name + "' on the plugin path" + did_you_mean_hint(name, names) +
-               " (see zcode-host plugins list)");
+    log::error("plugins show: no component named '" + name + "' on the plugin path" +
+               sdk::did_you_mean_hint(name, names) + " (see zcode-host plugins list)");
     return kUsageError;
   }
   std::cout << c->name << " (" << kind_name(c->kind) << ")\n"

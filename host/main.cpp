@@ -3,6 +3,7 @@
 #include "commands.h"
 
 #include <zcode/core/version.h>
+#include <zcode/sdk/suggest.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -41,18 +42,6 @@ void usage(std::FILE* out) {
                "exit codes: 0 success, 1 runtime failure, 2 usage or config error\n");
 }
 
-size_t distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,16 +69,9 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::string hint;
-  size_t best = 3;
-  for (const Command& c : kCommands) {
-    size_t d = distance(first, c.name);
-    if (d < best) {
-      best = d;
-      hint = c.name;
-    }
-  }
+  std::vector<std::string> names;
+  for (const Command& c : kCommands) names.emplace_back(c.name);
   std::fprintf(stderr, "zcode-host: unknown command '%s'%s (see zcode-host --help)\n", first.c_str(),
-               hint.empty() ? "" : (" (did you mean '" + hint + "'?)").c_str());
+               zcode::sdk::did_you_mean_hint(first, names).c_str());
   return 2;
 }

@@ -1,7 +1,7 @@
 // `--set a.b=value` overrides, applied to the raw tree before validation.
 #include "config_impl.h"
 
-#include <zcode/core/suggest.h>
+#include <zcode/sdk/suggest.h>
 
 #include <algorithm>
 #include <cctype>
@@ -73,13 +73,13 @@ std::optional<std::string> unknown_path(const std::vector<Token>& toks) {
   const JsonValue* props = member(builtin_schema(), "properties");
   const JsonValue* sec = member(*props, toks[0].key);
   if (!sec || toks[0].bracket_index)
-    return "unknown config key '" + toks[0].key + "'" + did_you_mean_hint(toks[0].key, keys_of(*props));
+    return "unknown config key '" + toks[0].key + "'" + sdk::did_you_mean_hint(toks[0].key, keys_of(*props));
   if (toks.size() < 2 || member(*sec, "x-plugin-owned")) return std::nullopt;
   const JsonValue* sub = member(*sec, "properties");
   if (!sub || toks[1].bracket_index) return std::nullopt;  // lists: checked by validation
   if (!member(*sub, toks[1].key))
     return "unknown key '" + toks[1].key + "' in section '" + toks[0].key + "'" +
-           did_you_mean_hint(toks[1].key, keys_of(*sub));
+           sdk::did_you_mean_hint(toks[1].key, keys_of(*sub));
   return std::nullopt;
 }
 
@@ -125,7 +125,9 @@ void HarnessConfig::apply_overrides(const std::vector<std::string>& sets) {
       size_t index = t.bracket_index ? t.index : want_index ? std::stoul(t.key) : 0;
       if (want_index) {
         if (!cur->IsArray()) {
-          problem = "'" + (canon.empty() ? std::string("(top)") : canon) + "' is " + kind_of(*cur) + ", not a list";
+          // Named first: "'" + std::string&& trips GCC 12's -Wrestrict false positive.
+          const std::string where = canon.empty() ? std::string("(top)") : canon;
+          problem = "'" + where + "' is " + kind_of(*cur) + ", not a list";
           break;
         }
         if (index > cur->Size()) {

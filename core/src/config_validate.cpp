@@ -9,7 +9,8 @@
 // table of accepted-but-not-implemented options.
 #include "config_impl.h"
 
-#include <zcode/core/suggest.h>
+#include <zcode/sdk/suggest.h>
+#include <zcode/sdk/tokenizer_files.h>
 
 #include <rapidjson/pointer.h>
 #include <rapidjson/schema.h>
@@ -55,10 +56,7 @@ std::string tokenizer_component(const JsonValue* tok) {
     if (const JsonValue* t = member(*tok, "type"); t && t->IsString()) return fold(t->GetString());
     path = member(*tok, "path");
   }
-  if (path && path->IsString()) {
-    std::string p = fold(path->GetString());
-    if (p.size() >= 6 && p.ends_with(".model")) return "sentencepiece";
-  }
+  if (path && path->IsString()) return sdk::tokenizer_plugin_for_reference(path->GetString());
   return "bpe";
 }
 
@@ -194,7 +192,7 @@ std::string enum_message(const JsonValue& schema, const JsonValue& inst) {
   for (size_t i = 0; i < values.size(); ++i) list += (i ? ", " : "") + values[i];
   if (inst.IsString()) {
     std::string s(inst.GetString(), inst.GetStringLength());
-    return "'" + s + "' is not one of " + list + did_you_mean_hint(s, values);
+    return "'" + s + "' is not one of " + list + sdk::did_you_mean_hint(s, values);
   }
   return "expected one of " + list + ", found " + describe(inst);
 }
@@ -352,7 +350,7 @@ struct Walker {
     std::vector<std::string> known;
     if (props && props->IsObject())
       for (auto& p : props->GetObject()) known.emplace_back(p.name.GetString(), p.name.GetStringLength());
-    std::string hint = did_you_mean_hint(key, known);
+    std::string hint = sdk::did_you_mean_hint(key, known);
     const std::string full = join_path(path, key);
     if (hint.empty() && builtin) hint = cross_section_hint(full, key);
     std::string msg = "unknown key" + (owner.empty() ? "" : " for " + owner) + hint;
@@ -724,7 +722,7 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
       if (!s.found) {
         plugin_errors.push_back(
             {s.name_path, "no " + s.kind_word + " plugin named '" + s.written_name + "' on the plugin path" +
-                              did_you_mean_or_available(s.component, provider->component_names(s.kind))});
+                              sdk::did_you_mean_or_available(s.component, provider->component_names(s.kind))});
         continue;
       }
       JsonDoc sd;

@@ -1,5 +1,6 @@
 // Generation strategies over a Decoder (see zcode/core/generate.h).
 #include <zcode/core/generate.h>
+#include <zcode/sdk/hash.h>
 
 #include <algorithm>
 #include <cmath>
@@ -32,13 +33,6 @@ void validate(const GenerationOptions& o) {
   if (o.max_new_tokens < 0) bad("generation.max_new_tokens: " + std::to_string(o.max_new_tokens) + " must be >= 0");
   for (const auto& s : o.stop)
     if (s.empty()) bad("generation.stop: empty stop string");
-}
-
-uint64_t splitmix64_next(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 int32_t argmax(const float* logits, int64_t n) {
@@ -114,7 +108,7 @@ int32_t sample(const float* logits, int64_t n, double temperature, int32_t top_k
     for (size_t i = 0; i < kept; ++i) s2 += c[i].first;
     for (size_t i = 0; i < kept; ++i) c[i].first /= s2;
   }
-  const double u = static_cast<double>(splitmix64_next(rng_state) >> 11) * 0x1.0p-53;
+  const double u = sdk::u01(sdk::splitmix64_next(rng_state));
   int32_t pick = c[kept - 1].second;
   double cum = 0;
   for (size_t i = 0; i < kept; ++i) {

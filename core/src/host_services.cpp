@@ -2,6 +2,7 @@
 // seeds and the stop flag.
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
+#include <zcode/sdk/hash.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -16,24 +17,6 @@ struct zc_status {
 };
 
 namespace zcode {
-
-uint64_t fnv1a64(std::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-uint64_t splitmix64(uint64_t x) {
-  uint64_t z = x + 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t derive_seed(uint64_t seed, std::string_view stream_name) { return splitmix64(fnv1a64(stream_name)) ^ seed; }
 
 namespace {
 std::atomic<int> g_stop{0};
@@ -132,7 +115,7 @@ void svc_free(void*, void* ptr, DLDevice device) {
 }
 
 uint64_t svc_derive_seed_impl(const zc_host_services* s, const char* name) {
-  return derive_seed(s ? s->seed : 0, name ? std::string_view(name) : std::string_view());
+  return sdk::derive_seed(s ? s->seed : 0, name ? std::string_view(name) : std::string_view());
 }
 
 int32_t svc_stop_requested(void*) { return stop_requested() ? 1 : 0; }

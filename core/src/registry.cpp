@@ -1,7 +1,7 @@
 // The plugin registry: search path, lazy lookup, duplicates, security checks.
 // How a name finds its file without loading everything: core/README.md.
 #include <zcode/core/registry.h>
-#include <zcode/core/suggest.h>
+#include <zcode/sdk/suggest.h>
 
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
@@ -354,7 +354,7 @@ const Component& Registry::require(zc_kind kind, std::string_view name, std::str
   if (const Component* c = find(kind, name)) return *c;
   std::string msg = std::string(config_path) + ": no " + kind_name(kind) + " plugin named '" + std::string(name) +
                     "' on the plugin path";
-  msg += did_you_mean_or_available(normalize_component_name(name), component_names(kind));
+  msg += sdk::did_you_mean_or_available(normalize_component_name(name), component_names(kind));
   throw PluginError(msg);
 }
 

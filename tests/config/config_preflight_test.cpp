@@ -6,7 +6,7 @@
 // never does.
 #include <zcode/core/config.h>
 #include <zcode/core/preflight.h>
-#include <zcode/core/suggest.h>
+#include <zcode/sdk/suggest.h>
 
 #include <gtest/gtest.h>
 
@@ -111,9 +111,9 @@ TEST(Messages, WsdWithNothingLeftToDecayIsAConfigError) {
 }
 
 TEST(Messages, UnknownNamesListWhatIsAvailable) {
-  EXPECT_EQ(zcode::did_you_mean_or_available("lion", {"sgd", "adamw", "lamb"}), " (available: adamw, lamb, sgd)");
-  EXPECT_EQ(zcode::did_you_mean_or_available("adamW2", {"sgd", "adamw"}), " (did you mean 'adamw'?)");
-  EXPECT_EQ(zcode::did_you_mean_or_available("lion", {}), " (the plugin path has none of that kind)");
+  EXPECT_EQ(zcode::sdk::did_you_mean_or_available("lion", {"sgd", "adamw", "lamb"}), " (available: adamw, lamb, sgd)");
+  EXPECT_EQ(zcode::sdk::did_you_mean_or_available("adamW2", {"sgd", "adamw"}), " (did you mean 'adamw'?)");
+  EXPECT_EQ(zcode::sdk::did_you_mean_or_available("lion", {}), " (the plugin path has none of that kind)");
 }
 
 // ---- check_environment ------------------------------------------------------

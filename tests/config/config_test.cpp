@@ -5,7 +5,6 @@
 // Expected messages are the documented wording (docs/config-reference.md);
 // expected numbers are hand-derived from the YAML in each test.
 #include <zcode/core/config.h>
-#include <zcode/core/suggest.h>
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
@@ -61,24 +60,6 @@ std::string temp_file(const std::string& name, const std::string& text) {
   auto path = dir / name;
   std::ofstream(path, std::ios::binary) << text;
   return path.string();
-}
-
-// ---- suggestions -------------------------------------------------------------
-
-TEST(Suggest, EditDistanceKnownValues) {
-  EXPECT_EQ(zcode::edit_distance("kitten", "sitting"), 3u);  // Levenshtein's classic example
-  EXPECT_EQ(zcode::edit_distance("ca", "ac"), 1u);           // one adjacent transposition
-  EXPECT_EQ(zcode::edit_distance("", "abc"), 3u);
-  EXPECT_EQ(zcode::edit_distance("Zerosum-SGD", "zerosum_sgd"), 0u);
-}
-
-TEST(Suggest, DidYouMean) {
-  const std::vector<std::string> v{"nano", "tiny", "base", "large", "xl"};
-  EXPECT_EQ(zcode::did_you_mean("tinyy", v), "tiny");
-  EXPECT_EQ(zcode::did_you_mean("lrage", v), "large");  // transposition
-  EXPECT_EQ(zcode::did_you_mean("huge", v), std::nullopt);
-  EXPECT_EQ(zcode::did_you_mean("max_step", {"max_steps", "log_every"}), "max_steps");
-  EXPECT_EQ(zcode::did_you_mean("grad", {"gradient_accumulation"}), "gradient_accumulation");  // prefix
 }
 
 // ---- loading -------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <zcode/abi.h>
+#include <zcode/sdk/hash.h>
 #include <zcode/sdk/plugin.h>
 
 #include <dlfcn.h>
@@ -46,12 +47,7 @@ struct FakeHost {
     s.status_create = [](void*, zc_status_code code, const char* m) { return new zc_status{code, m ? m : ""}; };
     s.seed = seed;
     s.derive_seed = [](void* c, const char* name) {
-      uint64_t h = 14695981039346656037ull;
-      for (const char* p = name; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
-      uint64_t z = h + 0x9e3779b97f4a7c15ull;
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      return (z ^ (z >> 31)) ^ static_cast<FakeHost*>(c)->s.seed;
+      return zcode::sdk::derive_seed(static_cast<FakeHost*>(c)->s.seed, name);
     };
     s.device = DLDevice{kDLCPU, 0};
     s.num_threads = 2;

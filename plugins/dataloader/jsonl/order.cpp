@@ -17,10 +17,8 @@ void permutation(uint64_t n, uint64_t seed, std::vector<uint32_t>& out) {
 bool is_val_document(std::string_view file_name, uint64_t record_index, double val_fraction) {
   if (val_fraction <= 0.0) return false;
   if (val_fraction >= 1.0) return true;
-  uint64_t h = mix64(fnv1a64(file_name) ^ mix64(record_index));
-  // Top 53 bits as a uniform double in [0, 1).
-  double u = static_cast<double>(h >> 11) * 0x1.0p-53;
-  return u < val_fraction;
+  uint64_t h = sdk::mix64(sdk::fnv1a64(file_name) ^ sdk::mix64(record_index));
+  return sdk::u01(h) < val_fraction;
 }
 
 }  // namespace zcode::data

@@ -3,39 +3,21 @@
 // seed, so an order can be recomputed after a restore instead of stored.
 #pragma once
 
+#include <zcode/sdk/hash.h>
+
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
 namespace zcode::data {
 
-/// SplitMix64 finalizer: a bijective 64-bit mix.
-/// Source: Steele, Lea, Flood, "Fast Splittable Pseudorandom Number
-/// Generators" (OOPSLA 2014), the `mix64` of SplitMix64 (constants of
-/// Stafford's variant 13).
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/// FNV-1a, 64 bit (Fowler, Noll, Vo; offset basis 14695981039346656037,
-/// prime 1099511628211) of `s`, continuing from `h`.
-inline uint64_t fnv1a64(std::string_view s, uint64_t h = 14695981039346656037ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-/// A SplitMix64 generator (Steele et al. 2014): state += golden gamma, output
-/// mix64(state). Its output is fixed by the paper, unlike std::
+/// A SplitMix64 generator (Steele et al. 2014; zcode/sdk/hash.h): state +=
+/// golden gamma, output mix64(state). Its output is fixed by the paper, unlike std::
 /// distributions, so orders are identical across compilers and machines.
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() { return mix64(state_ += 0x9e3779b97f4a7c15ull); }
+  uint64_t next() { return sdk::splitmix64_next(&state_); }
   /// Uniform integer in [0, n), n >= 1, without modulo bias: Lemire,
   /// "Fast Random Integer Generation in an Interval" (TOMACS 2019), Alg. 5.
   uint64_t below(uint64_t n) {
@@ -58,7 +40,7 @@ class Rng {
 /// Seed of one sub-stream (an epoch, a shuffle block): mix of the base seed
 /// and up to two indices, so sub-streams never share a state.
 inline uint64_t sub_seed(uint64_t base, uint64_t a, uint64_t b = 0) {
-  return mix64(base ^ mix64(a + 0x632be59bd9b4e019ull) ^ mix64(b + 0x8cb92ba72f3d8dd7ull));
+  return sdk::mix64(base ^ sdk::mix64(a + 0x632be59bd9b4e019ull) ^ sdk::mix64(b + 0x8cb92ba72f3d8dd7ull));
 }
 
 /// Writes a uniformly random permutation of [0, n) into `out` (resized to n):

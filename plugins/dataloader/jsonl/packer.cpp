@@ -1,25 +1,18 @@
 #include "packer.h"
 
+#include <zcode/sdk/buffers.h>
+
 #include <algorithm>
+#include <string>
 
 namespace zcode::data {
-
-namespace {
-char* grow(zc_bytes* self, size_t extra) {
-  auto* v = static_cast<std::vector<char>*>(self->ctx);
-  if (self->size + extra > v->size()) v->resize(std::max(v->size() * 2, self->size + extra));
-  self->data = v->data();
-  self->capacity = v->size();
-  return v->data() + self->size;
-}
-}  // namespace
 
 TokenLengths TokenLengths::build(const sdk::TokenizerRef& tok, uint64_t vocab, const std::vector<int32_t>& specials,
                                  const std::vector<std::pair<uint64_t, uint64_t>>& unassigned) {
   TokenLengths L;
   L.packed.assign(vocab, 0);
-  std::vector<char> storage(64);
-  zc_bytes out{storage.data(), 0, storage.size(), &storage, &grow};
+  std::string storage;  // reused for every id: out.size = 0 restarts it
+  zc_bytes out = sdk::bytes_into(storage);
   std::vector<bool> skip(vocab, false);
   for (int32_t s : specials)
     if (s >= 0 && static_cast<uint64_t>(s) < vocab) skip[s] = true;

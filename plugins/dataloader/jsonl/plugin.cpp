@@ -8,6 +8,7 @@
 #include "shard_source.h"
 #include "token_cache.h"
 
+#include <zcode/sdk/buffers.h>
 #include <zcode/sdk/json.h>
 #include <zcode/sdk/plugin.h>
 
@@ -33,32 +34,6 @@ using sdk::Error;
 /// One mutex for every tokenizer call this plugin makes from a worker
 /// thread: the ABI allows one caller per instance at a time.
 std::mutex g_tokenizer_mu;
-
-/// A growable id buffer behind the zc_ids protocol.
-struct IdBuffer {
-  std::unique_ptr<int32_t[]> data;
-  size_t cap = 0;
-  zc_ids ids{};
-  static int32_t* reserve(zc_ids* self, size_t extra) {
-    auto* b = static_cast<IdBuffer*>(self->ctx);
-    size_t need = self->size + extra;
-    if (need > b->cap) {
-      size_t nc = std::max(need, 2 * b->cap + 1024);
-      std::unique_ptr<int32_t[]> nd(new (std::nothrow) int32_t[nc]);
-      if (!nd) return nullptr;
-      if (self->size) std::memcpy(nd.get(), b->data.get(), self->size * sizeof(int32_t));
-      b->data = std::move(nd);
-      b->cap = nc;
-      self->data = b->data.get();
-      self->capacity = nc;
-    }
-    return self->data + self->size;
-  }
-  zc_ids* reset() {
-    ids = zc_ids{data.get(), 0, cap, this, &reserve};
-    return &ids;
-  }
-};
 
 std::string json_string(const rapidjson::Value& v) {
   rapidjson::StringBuffer sb;
@@ -130,9 +105,9 @@ class JsonlLoader : public sdk::DataLoader {
           shards_, reader_options(), host_, spec_, shuffle_block_,
           [this](const std::string& text, std::vector<int32_t>& out) {
             std::lock_guard<std::mutex> lk(g_tokenizer_mu);
-            zc_ids* ids = stream_ids_.reset();
-            tok_.encode(text, 0, ids);
-            out.assign(ids->data, ids->data + ids->size);
+            zc_ids ids = sdk::ids_into(stream_ids_);
+            tok_.encode(text, 0, &ids);
+            out.assign(ids.data, ids.data + ids.size);
           },
           &counts_, &bad_logged_);
       provenance_ = build_provenance(false);
@@ -519,7 +494,7 @@ class JsonlLoader : public sdk::DataLoader {
     });
     try {
       TokenCacheWriter w(path, token_bytes(), key_);
-      IdBuffer buf;
+      std::vector<int32_t> buf;  // reused for every document
       for (;;) {
         std::unique_ptr<Chunk> c;
         {
@@ -532,9 +507,9 @@ class JsonlLoader : public sdk::DataLoader {
         if (host_.stop_requested())
           throw Error(ZC_ERR_CANCELLED, "data: stop requested while building the token cache");
         for (size_t i = 0; i < c->n; ++i) {
-          zc_ids* ids = buf.reset();
-          tok_.encode(c->docs[i], 0, ids);
-          if (ids->size > 0) w.add_doc(ids->data, ids->size, eos_id_);  // empty documents add nothing
+          zc_ids ids = sdk::ids_into(buf);
+          tok_.encode(c->docs[i], 0, &ids);
+          if (ids.size > 0) w.add_doc(ids.data, ids.size, eos_id_);  // empty documents add nothing
         }
         std::lock_guard<std::mutex> lk(mu);
         empty.push_back(std::move(c));
@@ -586,7 +561,7 @@ class JsonlLoader : public sdk::DataLoader {
   std::string corpus_id_;  // memmap: cache key; streaming: shard list hash
   TokenLengths lengths_;
   PackSpec spec_;
-  IdBuffer stream_ids_;
+  std::vector<int32_t> stream_ids_;  // the streaming encoder's buffer, reused
   std::unique_ptr<TokenCache> cache_;
   std::unique_ptr<BatchSource> source_;
   std::unique_ptr<Prefetcher> prefetch_;

@@ -15,6 +15,7 @@
 #include <zcode/kernels/rope.h>
 #include <zcode/kernels/threads.h>
 #include <zcode/sdk/error.h>
+#include <zcode/sdk/hash.h>
 
 #include <omp.h>
 
@@ -75,20 +76,14 @@ void head_bwd(int rows, int64_t V, int d, const T* dlogits, const T* h, const T*
   }
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 /// Normal(0, std) stream from a counter-based RNG (Box-Muller), so that
 /// initialisation is fully specified and identical on every machine.
 template <class T>
 void fill_normal(T* out, int64_t n, double sd, uint64_t seed) {
   const double two_pi = 2.0 * std::numbers::pi;
   for (int64_t i = 0; i < n; i += 2) {
-    const double u1 = 1.0 - zcode::kernels::u01(zcode::kernels::splitmix64(seed + 2 * static_cast<uint64_t>(i)));
-    const double u2 = zcode::kernels::u01(zcode::kernels::splitmix64(seed + 2 * static_cast<uint64_t>(i) + 1));
+    const double u1 = 1.0 - zcode::sdk::u01(zcode::sdk::splitmix64(seed + 2 * static_cast<uint64_t>(i)));
+    const double u2 = zcode::sdk::u01(zcode::sdk::splitmix64(seed + 2 * static_cast<uint64_t>(i) + 1));
     const double r = std::sqrt(-2.0 * std::log(u1));
     out[i] = static_cast<T>(r * std::cos(two_pi * u2) * sd);
     if (i + 1 < n) out[i + 1] = static_cast<T>(r * std::sin(two_pi * u2) * sd);
@@ -184,7 +179,7 @@ void Model<T>::init_params(uint64_t seed) {
   };
   for (const ParamInfo& p : infos_) {
     T* w = P + p.offset;
-    const uint64_t s = zcode::kernels::splitmix64(seed ^ fnv1a(p.name));
+    const uint64_t s = zcode::sdk::splitmix64(seed ^ zcode::sdk::fnv1a64(p.name));
     if (ends_with(p.name, "norm.weight") || p.name == "norm_f.weight") {
       const T g = c.norm == Norm::kScaleNorm ? static_cast<T>(std::sqrt(static_cast<double>(c.d_model))) : T(1);
       for (int64_t i = 0; i < p.numel; ++i) w[i] = g;

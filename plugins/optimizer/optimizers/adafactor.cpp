@@ -6,7 +6,8 @@
 // fixed order (per row, per column, fixed blocks) so results are bitwise
 // reproducible.
 #include "optimizers.h"
-#include "parallel.h"
+
+#include <zcode/kernels/parallel.h>
 
 #include <cmath>
 
@@ -111,7 +112,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
     }
     double alpha = rho;
     if (scale_parameter_) {
-      const auto ss = parallel_sum<1>(s.n, threads_, [&](int64_t b, int64_t e, double* acc) {
+      const auto ss = kernels::parallel_sum<1>(s.n, threads_, [&](int64_t b, int64_t e, double* acc) {
         double a = 0.0;
         for (int64_t j = b; j < e; ++j) a += static_cast<double>(w[j]) * w[j];
         acc[0] += a;
@@ -129,7 +130,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
         const float* gb = g + bi * R * C;
         float* rb = row + bi * R;
         float* cb = col + bi * C;
-        parallel_ranges(
+        kernels::parallel_ranges(
             R, threads_,
             [&](int64_t r0, int64_t r1) {
               for (int64_t r = r0; r < r1; ++r) {
@@ -140,7 +141,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
             },
             C);
         double* acc = col_acc_.data();
-        parallel_ranges(
+        kernels::parallel_ranges(
             C, threads_,
             [&](int64_t c0, int64_t c1) {
               for (int64_t c = c0; c < c1; ++c) acc[c] = 0.0;
@@ -158,7 +159,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
       }
       const float* rs = row_scale_.data();
       const float* cs = col_scale_.data();
-      sum_u2 = parallel_sum<1>(
+      sum_u2 = kernels::parallel_sum<1>(
           f.batch * R, threads_,
           [&](int64_t q0, int64_t q1, double* acc) {
             double a = 0.0;
@@ -176,7 +177,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
     } else {
       float* __restrict v = buf(f.full);
       const float b2 = static_cast<float>(beta2t), omb2 = static_cast<float>(1.0 - beta2t);
-      sum_u2 = parallel_sum<1>(s.n, threads_, [&](int64_t b, int64_t e, double* acc) {
+      sum_u2 = kernels::parallel_sum<1>(s.n, threads_, [&](int64_t b, int64_t e, double* acc) {
         double a = 0.0;
         for (int64_t j = b; j < e; ++j) {
           const float vj = b2 * v[j] + omb2 * (g[j] * g[j] + eps1);
@@ -197,7 +198,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
       const int64_t R = f.rows, C = f.cols;
       const float* rs = row_scale_.data();
       const float* cs = col_scale_.data();
-      parallel_ranges(
+      kernels::parallel_ranges(
           f.batch * R, threads_,
           [&](int64_t q0, int64_t q1) {
             for (int64_t q = q0; q < q1; ++q)
@@ -207,7 +208,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
           C);
     } else {
       const float* v = buf(f.full);
-      parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
+      kernels::parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
         adafactor_apply(w + b, g + b, nullptr, 1.0f, v + b, mom ? mom + b : nullptr, e - b, clip, decay, a, b1, omb1);
       });
     }

@@ -1,6 +1,7 @@
 // adamw.cpp: AdamW (see optimizers.h for the formula and its source).
 #include "optimizers.h"
-#include "parallel.h"
+
+#include <zcode/kernels/parallel.h>
 
 #include <cmath>
 
@@ -48,7 +49,7 @@ void AdamW::step(double lr, uint64_t /*step*/) {
     const float* g = s.g;
     float* m = buf(m_[i]);
     float* v = buf(v_[i]);
-    parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
+    kernels::parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
       adamw_kernel(w + b, g + b, m + b, v + b, e - b, b1, b2, omb1, omb2, decay, step_size, bc2_sqrt, eps);
     });
   }

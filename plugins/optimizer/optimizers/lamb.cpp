@@ -4,7 +4,8 @@
 // moments and accumulates ‖w‖² and ‖u‖² (deterministic block sums); pass 2
 // recomputes u from the new moments and the still-unchanged w and applies it.
 #include "optimizers.h"
-#include "parallel.h"
+
+#include <zcode/kernels/parallel.h>
 
 #include <cmath>
 
@@ -37,7 +38,7 @@ void Lamb::step(double lr, uint64_t /*step*/) {
     const float* __restrict g = s.g;
     float* __restrict m = buf(m_[i]);
     float* __restrict v = buf(v_[i]);
-    const auto norms = parallel_sum<2>(s.n, threads_, [&](int64_t b, int64_t e, double* acc) {
+    const auto norms = kernels::parallel_sum<2>(s.n, threads_, [&](int64_t b, int64_t e, double* acc) {
       double ww = 0.0, uu = 0.0;
       for (int64_t j = b; j < e; ++j) {
         const float gj = g[j];
@@ -55,7 +56,7 @@ void Lamb::step(double lr, uint64_t /*step*/) {
     const double w_norm = std::sqrt(norms[0]), u_norm = std::sqrt(norms[1]);
     const double trust = (w_norm > 0.0 && u_norm > 0.0) ? std::min(w_norm, max_weight_norm_) / u_norm : 1.0;
     const float scale = static_cast<float>(lr * s.lr_mult * trust);
-    parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
+    kernels::parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) {
         const float u = (m[j] * inv_bc1) / (std::sqrt(v[j] * inv_bc2) + eps) + wd * w[j];
         w[j] -= scale * u;

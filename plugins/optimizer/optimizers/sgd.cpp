@@ -1,6 +1,7 @@
 // sgd.cpp: SGD with momentum (see optimizers.h for the formula and its source).
 #include "optimizers.h"
-#include "parallel.h"
+
+#include <zcode/kernels/parallel.h>
 
 namespace zcode::optim {
 namespace {
@@ -56,7 +57,7 @@ void Sgd::update(size_t i, double lr, const double* col_shift) {
                  nesterov_);
     return;
   }
-  parallel_ranges(s.n, threads_, [&](int64_t lo, int64_t hi) {
+  kernels::parallel_ranges(s.n, threads_, [&](int64_t lo, int64_t hi) {
     sgd_kernel(w + lo, g + lo, b ? b + lo : nullptr, nullptr, hi - lo, wd, a, mu, omd, first, nesterov_);
   });
 }

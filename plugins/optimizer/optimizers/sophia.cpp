@@ -1,6 +1,7 @@
 // sophia.cpp: Sophia-G (see optimizers.h for the formula and its source).
 #include "optimizers.h"
-#include "parallel.h"
+
+#include <zcode/kernels/parallel.h>
 
 #include <algorithm>
 #include <cmath>
@@ -53,7 +54,8 @@ void Sophia::update_hessian(int64_t num_tokens) {
     const ParamSlot& s = slots_[i];
     const float* g = s.g;
     float* h = buf(h_[i]);
-    parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) { hessian_kernel(h + b, g + b, e - b, b2, scale); });
+    kernels::parallel_ranges(s.n, threads_,
+                             [&](int64_t b, int64_t e) { hessian_kernel(h + b, g + b, e - b, b2, scale); });
   }
   ++hessian_updates_;
 }
@@ -71,7 +73,7 @@ void Sophia::step(double lr, uint64_t /*step*/) {
     const float* g = s.g;
     float* m = buf(m_[i]);
     const float* h = buf(h_[i]);
-    parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
+    kernels::parallel_ranges(s.n, threads_, [&](int64_t b, int64_t e) {
       sophia_kernel(w + b, g + b, m + b, h + b, e - b, b1, omb1, gamma, eps, decay, a);
     });
   }

@@ -1,6 +1,5 @@
 // zerosum_sgd.cpp: Zerosum-SGD (see optimizers.h for the definition and why).
 #include "optimizers.h"
-#include "parallel.h"
 
 namespace zcode::optim {
 

@@ -3,6 +3,8 @@
 // no per-insert allocation once sized.
 #pragma once
 
+#include <zcode/sdk/hash.h>
+
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -10,27 +12,19 @@
 
 namespace zcode::tok {
 
-/// 64-bit mix (SplitMix64 finalizer; Steele, Lea & Flood 2014).
-inline uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/// Hash of a byte string: 8 bytes at a time through mix64. Never returns 0.
+/// Hash of a byte string: 8 bytes at a time through the SplitMix64 finalizer
+/// (sdk::mix64). Never returns 0.
 inline uint64_t hash_bytes(std::string_view s) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  uint64_t h = sdk::kSplitMix64Gamma ^ s.size();
   size_t i = 0;
   for (; i + 8 <= s.size(); i += 8) {
     uint64_t w;
     std::memcpy(&w, s.data() + i, 8);
-    h = mix64(h ^ w);
+    h = sdk::mix64(h ^ w);
   }
   uint64_t w = 0;
   std::memcpy(&w, s.data() + i, s.size() - i);
-  h = mix64(h ^ w ^ (uint64_t{s.size() - i} << 56));
+  h = sdk::mix64(h ^ w ^ (uint64_t{s.size() - i} << 56));
   return h ? h : 1;
 }
 
@@ -47,7 +41,7 @@ class U64Map {
   }
   /// Inserts or overwrites; key must be non-zero and reserve() large enough.
   void put(uint64_t key, V v) {
-    for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
+    for (size_t i = sdk::mix64(key) & mask_;; i = (i + 1) & mask_) {
       if (keys_[i] == key || keys_[i] == 0) {
         if (keys_[i] == 0) ++size_;
         keys_[i] = key;
@@ -58,7 +52,7 @@ class U64Map {
   }
   const V* find(uint64_t key) const {
     if (keys_.empty()) return nullptr;
-    for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
+    for (size_t i = sdk::mix64(key) & mask_;; i = (i + 1) & mask_) {
       if (keys_[i] == key) return &vals_[i];
       if (keys_[i] == 0) return nullptr;
     }

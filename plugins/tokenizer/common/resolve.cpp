@@ -4,6 +4,7 @@
 
 #include <zcode/sdk/error.h>
 #include <zcode/sdk/json.h>
+#include <zcode/sdk/tokenizer_files.h>
 
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 namespace zcode::tok {
 namespace fs = std::filesystem;
@@ -27,36 +29,16 @@ bool is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-// The tokenizer files inside one folder, in order of preference.
+// The tokenizer files inside one folder, in order of preference: the SDK's
+// rule, so the plugin the host picks by name is the one that accepts them.
 bool find_in_dir(const fs::path& dir, ResolvedRef& out) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return false;
+  std::optional<sdk::TokenizerFiles> found = sdk::tokenizer_files_in_folder(dir);
+  if (!found) return false;
   out = ResolvedRef{};
   if (is_file(dir / kTrainedMarker)) out.marker = (dir / kTrainedMarker).string();
-  if (is_file(dir / "tokenizer.json")) {
-    out.kind = "tokenizer.json";
-    out.files = {(dir / "tokenizer.json").string()};
-    return true;
-  }
-  for (auto [v, m] : {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
-    if (is_file(dir / v) && is_file(dir / m)) {
-      out.kind = "gpt2";
-      out.files = {(dir / v).string(), (dir / m).string()};
-      return true;
-    }
-  }
-  std::vector<fs::path> models;
-  if (is_file(dir / "tokenizer.model")) models.push_back(dir / "tokenizer.model");
-  for (auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".model" && is_file(e.path()) && e.path().filename() != "tokenizer.model")
-      models.push_back(e.path());
-  if (!models.empty()) {
-    std::sort(models.begin() + (models[0].filename() == "tokenizer.model" ? 1 : 0), models.end());
-    out.kind = "sentencepiece";
-    out.files = {models[0].string()};
-    return true;
-  }
-  return false;
+  out.kind = std::move(found->kind);
+  out.files = std::move(found->files);
+  return true;
 }
 
 // Folder holding this plugin's .so (for the installed assets folder).
@@ -142,7 +124,7 @@ ResolvedRef resolve_reference(const std::string& ref, const std::string& option_
   fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   if (is_file(dir / kTrainedMarker)) r.marker = (dir / kTrainedMarker).string();
   std::string fname = p.filename().string();
-  if (p.extension() == ".model") {
+  if (sdk::is_sentencepiece_model_name(p)) {
     r.kind = "sentencepiece";
     r.files = {p.string()};
   } else if (fname == "vocab.json" || fname == "encoder.json") {

@@ -29,7 +29,8 @@ struct ResolvedRef {
 /// and the per-user $XDG_DATA_HOME/zcode/assets/hf/NAME, default
 /// ~/.local/share/zcode/assets/hf/NAME).
 /// In a folder: tokenizer.json, then vocab.json + merges.txt, then
-/// encoder.json + vocab.bpe, then tokenizer.model / *.model. Throws
+/// encoder.json + vocab.bpe, then tokenizer.model / *.model (any case; the
+/// rule of zcode/sdk/tokenizer_files.h, which also picks the plugin). Throws
 /// sdk::Error(ZC_ERR_NOT_FOUND) listing every place searched.
 ResolvedRef resolve_reference(const std::string& ref, const std::string& option_path = "data.tokenizer.path");
 

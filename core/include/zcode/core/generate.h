@@ -22,10 +22,10 @@
 //   3. p = softmax(z) over the kept candidates (max-subtracted, double).
 //   4. top_p < 1 keeps the shortest prefix whose cumulative p >= top_p (at
 //      least one id); p is renormalised over the prefix.
-//   5. u = (splitmix64_next(state) >> 11) · 2^-53 in [0, 1); the pick is the
-//      first candidate in order whose cumulative p exceeds u (the last one if
-//      rounding leaves none). The state starts at `seed` and advances by
-//      0x9E3779B97F4A7C15 per draw (SplitMix64, Steele et al. 2014).
+//   5. u = (splitmix64_next(state) >> 11) · 2^-53 in [0, 1) (zcode/sdk/hash.h);
+//      the pick is the first candidate in order whose cumulative p exceeds u
+//      (the last one if rounding leaves none). The state starts at `seed` and
+//      advances by 0x9E3779B97F4A7C15 per draw (SplitMix64, Steele et al. 2014).
 //
 // Edge cases: top_p >= 1 disables the nucleus; top_k > vocab keeps the whole
 // vocab; an empty prompt starts from <bos> (or <eos> when the tokenizer has no
@@ -108,9 +108,6 @@ Result generate(Decoder& model, std::span<const int32_t> prompt, const Generatio
                 int32_t eos_id, int32_t max_seq_len, const Hooks& hooks = {});
 
 // ---- building blocks, exposed for tests ------------------------------------
-
-/// SplitMix64 (Steele, Lea & Flood 2014): advances *state, returns the output.
-uint64_t splitmix64_next(uint64_t* state);
 
 /// argmax over logits[0..n); ties go to the lowest index.
 int32_t argmax(const float* logits, int64_t n);

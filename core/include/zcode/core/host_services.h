@@ -14,22 +14,8 @@
 namespace zcode {
 
 // ---- seeds -----------------------------------------------------------------
-
-/// FNV-1a, 64-bit, over the bytes of `text` (offset basis 0xcbf29ce484222325,
-/// prime 0x100000001b3; Fowler, Noll and Vo, draft-eastlake-fnv, "FNV-1a").
-uint64_t fnv1a64(std::string_view text);
-
-/// One SplitMix64 step from state `x` (Steele, Lea and Flood, "Fast
-/// splittable pseudorandom number generators", OOPSLA 2014; constants of
-/// Vigna's splitmix64.c): z = x + 0x9e3779b97f4a7c15;
-/// z = (z ^ z>>30) * 0xbf58476d1ce4e5b9; z = (z ^ z>>27) * 0x94d049bb133111eb;
-/// return z ^ z>>31.
-uint64_t splitmix64(uint64_t x);
-
-/// The seed of a named random stream, as documented in abi.h
-/// (zc_host_services.derive_seed): splitmix64(fnv1a64(stream_name)) XOR seed.
-/// Stable across runs, machines and builds.
-uint64_t derive_seed(uint64_t seed, std::string_view stream_name);
+// fnv1a64, splitmix64 and derive_seed (the formula of
+// zc_host_services.derive_seed) live in zcode/sdk/hash.h, shared with plugins.
 
 // ---- stop flag ---------------------------------------------------------------
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <zcode/kernels/math.h>
+#include <zcode/sdk/hash.h>
 
 #include <cstdint>
 #include <limits>
@@ -12,7 +13,7 @@ namespace zcode::kernels {
 
 /// Optional label sampling (Sophia's Gauss-Newton-Bartlett estimator, Liu et
 /// al. 2023, Alg. 2): the label of row r is drawn from softmax(row) with the
-/// counter-based RNG splitmix64(seed ^ splitmix64(row0 + r)).
+/// counter-based RNG splitmix64(seed ^ splitmix64(row0 + r)) (zcode/sdk/hash.h).
 struct LabelSampling {
   bool enabled = false;
   uint64_t seed = 0;
@@ -52,7 +53,7 @@ void softmax_xent(T* logits, int64_t rows, int64_t V, int64_t ld, int32_t* label
       for (int64_t j = 0; j < V; ++j) sum += kexp(x[j] - mx);
     }
     if (sampling.enabled) {
-      double u = u01(splitmix64(sampling.seed ^ splitmix64(static_cast<uint64_t>(sampling.row0 + r)))) *
+      double u = sdk::u01(sdk::splitmix64(sampling.seed ^ sdk::splitmix64(static_cast<uint64_t>(sampling.row0 + r)))) *
                  static_cast<double>(sum);
       double c = 0;
       int32_t pick = static_cast<int32_t>(V - 1);

@@ -120,15 +120,4 @@ inline T sigmoid(T x) {
   return T(1) / (T(1) + kexp(-x));
 }
 
-/// SplitMix64 (Steele, Lea & Flood 2014): a well-mixed 64-bit hash, used as
-/// a counter-based RNG so results do not depend on thread scheduling.
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-/// Uniform double in [0, 1) from a 64-bit value (53 random bits).
-inline double u01(uint64_t x) { return static_cast<double>(x >> 11) * 0x1.0p-53; }
-
 }  // namespace zcode::kernels

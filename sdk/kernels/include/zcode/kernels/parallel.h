@@ -1,20 +1,26 @@
-// parallel.h: the two loop shapes every update kernel uses, on the one OpenMP
-// pool the model uses too.
+// zcode/kernels/parallel.h: the two parallel loop shapes of the update
+// kernels (the optimizers; the model may use them too), on the one OpenMP
+// pool (threads.h). Header-only.
 //
 // Elementwise kernels split [0, n) into one contiguous range per thread; the
 // result does not depend on the split. Reductions (LAMB's norms, Adafactor's
 // RMS) use a FIXED number of blocks that depends on n only and sum the
 // partials in block order, so the bits of a result do not depend on the
 // thread count or on OpenMP's reduction order (needed for bit-identical resume).
+//
+// Without OpenMP (no -fopenmp) both run serially on the calling thread, with
+// the same blocks, so the results are the same bits.
 #pragma once
 
+#if defined(_OPENMP)
 #include <omp.h>
+#endif
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 
-namespace zcode::optim {
+namespace zcode::kernels {
 
 /// Below this many elements a kernel runs on the calling thread (a fork/join
 /// costs more than it saves).
@@ -32,9 +38,14 @@ void parallel_ranges(int64_t n, int threads, F&& f, int64_t item_cost = 1) {
     f(int64_t{0}, n);
     return;
   }
+#if defined(_OPENMP)
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+  {
+    const int64_t t = 0, nt = 1;
+#endif
     const int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
     const int64_t b = std::min(n, t * chunk), e = std::min(n, b + chunk);
     if (b < e) f(b, e);
@@ -60,4 +71,4 @@ std::array<double, K> parallel_sum(int64_t n, int threads, F&& f, int64_t item_c
   return total;
 }
 
-}  // namespace zcode::optim
+}  // namespace zcode::kernels

@@ -1,16 +1,24 @@
-// "Did you mean" hints: optimal-string-alignment distance (Damerau 1964,
-// restricted to non-overlapping adjacent transpositions) over folded text.
-#include <zcode/core/suggest.h>
+// zcode/sdk/suggest.h: "did you mean" hints for misspelt keys and names
+// (header-only), one rule for the host, the config checks and plugins.
+//
+// Distance: optimal string alignment (restricted Damerau-Levenshtein;
+// Damerau 1964, Levenshtein 1966) over folded text, so "Zerosum-SGD" and
+// "zerosum_sgd" are one name.
+#pragma once
 
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
-namespace zcode {
-namespace {
+namespace zcode::sdk {
 
-// Case-folded, '-' == '_': "Zerosum-SGD" and "zerosum_sgd" are one name.
-std::string fold(std::string_view s) {
+namespace detail {
+// Case-folded (ASCII), '-' == '_'.
+inline std::string fold_name(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -18,11 +26,14 @@ std::string fold(std::string_view s) {
   }
   return out;
 }
+}  // namespace detail
 
-}  // namespace
-
-size_t edit_distance(std::string_view a_in, std::string_view b_in) {
-  const std::string a = fold(a_in), b = fold(b_in);
+/// Optimal-string-alignment (restricted Damerau-Levenshtein) distance:
+/// insertions, deletions, substitutions and adjacent transpositions each cost
+/// 1 (Damerau 1964; Levenshtein 1966). Compared case-insensitively, with '-'
+/// equal to '_'. O(|a|·|b|) time and memory: meant for names, not documents.
+inline size_t edit_distance(std::string_view a_in, std::string_view b_in) {
+  const std::string a = detail::fold_name(a_in), b = detail::fold_name(b_in);
   const size_t n = a.size(), m = b.size();
   // d[i][j] = distance between a[0..i) and b[0..j); three rows suffice for
   // the transposition term, but names are short, so keep the full table.
@@ -40,14 +51,18 @@ size_t edit_distance(std::string_view a_in, std::string_view b_in) {
   return d[n][m];
 }
 
-std::optional<std::string> did_you_mean(std::string_view input, const std::vector<std::string>& candidates) {
-  const std::string in = fold(input);
+/// The candidate closest to `input`: distance <= 2 (<= 1 for inputs of up to
+/// 3 characters), or a prefix relation (one starts with the other, input at
+/// least 3 characters). Ties go to the earlier candidate. nullopt when none
+/// qualifies, when `input` is empty, or when `input` equals a candidate.
+inline std::optional<std::string> did_you_mean(std::string_view input, const std::vector<std::string>& candidates) {
+  const std::string in = detail::fold_name(input);
   if (in.empty()) return std::nullopt;
   const size_t limit = in.size() <= 3 ? 1 : 2;
   std::optional<std::string> best;
   size_t best_score = std::numeric_limits<size_t>::max();
   for (const std::string& c : candidates) {
-    const std::string fc = fold(c);
+    const std::string fc = detail::fold_name(c);
     if (fc == in) return std::nullopt;  // not a misspelling (the caller's match was stricter)
     size_t dist = edit_distance(in, fc);
     // A prefix relation ("lear" / "learning_rate") counts as distance limit:
@@ -63,12 +78,18 @@ std::optional<std::string> did_you_mean(std::string_view input, const std::vecto
   return best;
 }
 
-std::string did_you_mean_hint(std::string_view input, const std::vector<std::string>& candidates) {
+/// " (did you mean 'x'?)" or "" — ready to append to a message.
+inline std::string did_you_mean_hint(std::string_view input, const std::vector<std::string>& candidates) {
   auto s = did_you_mean(input, candidates);
   return s ? " (did you mean '" + *s + "'?)" : std::string();
 }
 
-std::string did_you_mean_or_available(std::string_view input, std::vector<std::string> candidates) {
+/// For a name that matched none of `candidates` (the components of one kind
+/// on the plugin path): did_you_mean_hint when one is close, else
+/// " (available: a, b, c)" with every candidate once, in sorted order, or
+/// " (the plugin path has none of that kind)" when there are none. `input`
+/// itself is never listed as a suggestion.
+inline std::string did_you_mean_or_available(std::string_view input, std::vector<std::string> candidates) {
   if (std::string hint = did_you_mean_hint(input, candidates); !hint.empty()) return hint;
   if (candidates.empty()) return " (the plugin path has none of that kind)";
   std::sort(candidates.begin(), candidates.end());
@@ -78,4 +99,4 @@ std::string did_you_mean_or_available(std::string_view input, std::vector<std::s
   return " (available: " + list + ")";
 }
 
-}  // namespace zcode
+}  // namespace zcode::sdk
