@@ -218,6 +218,20 @@ struct ModelThunks {
   static zc_status* activations(void* i, zc_param_list* out) {
     return guard([&] { *out = self(i)->activations(); });
   }
+  static zc_status* named_activations(void* i, zc_named_tensor_list* out) {
+    return guard([&] {
+      if (!out) throw Error(ZC_ERR_INVALID_ARGUMENT, "named_activations: NULL out");
+      if (!ZC_STRUCT_HAS_FIELD(out, zc_named_tensor_list, tensors))
+        throw Error(ZC_ERR_VERSION, "named_activations: out->struct_size " + std::to_string(out->struct_size) +
+                                        " is smaller than zc_named_tensor_list's first version (" +
+                                        std::to_string(offsetof(zc_named_tensor_list, tensors) + sizeof(out->tensors)) +
+                                        ")");
+      const zc_named_tensor_list l = self(i)->named_activations();
+      out->count = l.count;  // every field of version 1; struct_size stays the caller's
+      out->names = l.names;
+      out->tensors = l.tensors;
+    });
+  }
   static zc_status* estimate_memory(const zc_create_args* a, const zc_param_shape_sink* shapes,
                                     zc_memory_estimate* out) {
     if (a && a->host && !g_host) g_host = a->host;
@@ -242,7 +256,8 @@ struct ModelThunks {
                                            &forward_logits,
                                            &forward_eval,
                                            &activations,
-                                           &estimate_memory};
+                                           &estimate_memory,
+                                           &named_activations};
 };
 
 template <class T>
