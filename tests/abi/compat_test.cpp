@@ -38,7 +38,8 @@ zc_create_args host_args(const zcode::HostServices& hs) {
 const void* stream_seen(const zcode::sdk::ModelRef& m) {
   rapidjson::Document d;
   d.Parse(m.info_json().c_str());
-  return d["stream"].IsNull() ? nullptr : reinterpret_cast<const void*>(static_cast<uintptr_t>(d["stream"].GetUint64()));
+  return d["stream"].IsNull() ? nullptr
+                              : reinterpret_cast<const void*>(static_cast<uintptr_t>(d["stream"].GetUint64()));
 }
 
 class AbiCompat : public ::testing::TestWithParam<uint32_t> {
@@ -155,6 +156,8 @@ TEST(AbiCompatStream, ThePluginReadsTheStreamOnlyWhenStructSizeCoversIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Minors, AbiCompat, ::testing::Values(2u, 3u, 4u),
-                         [](const ::testing::TestParamInfo<uint32_t>& p) { return "abi_1_" + std::to_string(p.param); });
+                         [](const ::testing::TestParamInfo<uint32_t>& p) {
+                           return "abi_1_" + std::to_string(p.param);
+                         });
 
 }  // namespace

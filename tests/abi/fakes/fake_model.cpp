@@ -127,9 +127,8 @@ constexpr zc_model_table make_table() {
 }
 constexpr zc_model_table kTable = make_table();
 
-constexpr zc_component kComponents[] = {
-    {sizeof(zc_component), ZC_KIND_MODEL, FAKE_NAME, "fake model of an older ABI minor", R"({"type":"object"})",
-     &kTable}};
+constexpr zc_component kComponents[] = {{sizeof(zc_component), ZC_KIND_MODEL, FAKE_NAME,
+                                         "fake model of an older ABI minor", R"({"type":"object"})", &kTable}};
 constexpr zc_manifest kManifest = {sizeof(zc_manifest), 1, FAKE_NAME, "0.0.1", "MIT", "fake", "{}", kComponents};
 
 }  // namespace
