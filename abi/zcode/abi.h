@@ -24,6 +24,8 @@
  *     1.3  zc_model_table.estimate_memory (kind_version 4),
  *          zc_optimizer_table.estimate_memory (kind_version 2),
  *          zc_memory_estimate, zc_param_shape_sink
+ *     1.4  zc_create_args.stream; zc_model_table.named_activations
+ *          (kind_version 5), zc_named_tensor_list
  *
  * ERRORS
  *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
@@ -33,11 +35,18 @@
  *   out-parameters untouched. Every release/destroy function accepts NULL.
  *
  * TENSORS
- *   DLPack (dlpack/dlpack.h). A `const DLTensor*` argument is borrowed for the
- *   duration of the call only. An owned hand-off uses DLManagedTensor and its
- *   deleter. Only kDLCPU and kDLCUDA device types are accepted. Every device
- *   call takes an explicit stream (zc_host_services.stream or an argument);
- *   there is no thread-local "current stream".
+ *   DLPack (dlpack/dlpack.h), built against DLPack 0.6 (DLPACK_VERSION 60,
+ *   what Debian 12 ships): only DLTensor, DLDevice and DLDataType cross the
+ *   boundary, whose layout later DLPack releases keep (pinned below); there
+ *   is no versioned tensor struct in 0.6 and the ABI does not need one.
+ *   Every tensor is borrowed: a `const DLTensor*` argument for the duration
+ *   of the call, a tensor a call hands out for the lifetime its slot states
+ *   (parameters: the model's life; activations: until the next call; a
+ *   batch: until the next next_batch). No call moves ownership of a tensor,
+ *   so DLManagedTensor and its deleter are not used. Only kDLCPU and kDLCUDA
+ *   device types are accepted. Device work runs on an explicit stream (the
+ *   instance's zc_create_args.stream since ABI 1.4, zc_host_services.stream
+ *   before); there is no thread-local "current stream".
  *
  * THREADING CONTRACT
  *   - The host never calls one instance from two threads at once. Different
@@ -61,12 +70,19 @@
 
 #include <dlpack/dlpack.h>
 
+/* DLPack 0.6 (DLPACK_VERSION 60) is the release the ABI is built and tested
+ * against, and the oldest accepted. DLPack 1.x replaced DLPACK_VERSION by
+ * DLPACK_MAJOR_VERSION and keeps DLTensor's layout (pinned at the end). */
+#if !defined(DLPACK_MAJOR_VERSION) && (!defined(DLPACK_VERSION) || DLPACK_VERSION < 60)
+#error "zcode/abi.h needs DLPack 0.6 or newer (DLPACK_VERSION >= 60): install libdlpack-dev from Debian 12 or newer"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 3u
+#define ZC_ABI_VERSION_MINOR 4u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -161,7 +177,9 @@ typedef struct zc_host_services {
    * machines, so every stage gets its own independent, reproducible stream. */
   uint64_t seed;
   uint64_t (*derive_seed)(void* host_ctx, const char* stream_name);
-  /* Compute device and its stream (NULL stream on CPU). */
+  /* Compute device, and the process-wide default stream (NULL on CPU).
+   * Since ABI 1.4 each instance runs its calls on its own stream,
+   * zc_create_args.stream; plugins built for older minors use this one. */
   DLDevice device;
   void* stream;
   /* Worker threads the instance may use for compute (hardware.num_threads). */
@@ -270,6 +288,23 @@ typedef struct zc_create_args {
   zc_stage_ref model;
   /* Data split for dataloaders: "train" or "val". */
   const char* split;
+
+  /* ---- ABI 1.4: read only when struct_size covers it (a caller built for
+   * 1.3 passes 80 bytes; zcode::sdk::CreateContext::stream() checks). ---- */
+  /* The instance's compute stream: opaque, a cudaStream_t when host->device
+   * is kDLCUDA, NULL on kDLCPU. Owned by the host and valid until the
+   * instance is destroyed; the instance never destroys it. Every device operation of the instance's calls is enqueued
+   * on it: the common save_state and load_state; dataloader next_batch;
+   * model zero_grad, forward_backward, forward_logprobs, forward_eval,
+   * decode_begin, decode_step, decode_reorder, forward_logits, activations,
+   * named_activations; optimizer step and update_hessian; evaluator
+   * evaluate (its own work: the model's calls run on the model's stream);
+   * callback on_event. Results a call writes to CPU memory are complete
+   * when it returns. Calls without an instance (estimate_memory) do no
+   * device work and ignore it. One stream per instance is what a CUDA
+   * backend and NCCL need; ZCode has no CUDA backend yet, so the host
+   * passes NULL today. */
+  void* stream;
 } zc_create_args;
 
 /* Every kind's table starts with this header. */
@@ -285,6 +320,11 @@ typedef struct zc_table_header {
  * VERSIONING rules above ask of every reader. */
 #define ZC_TABLE_HAS_SLOT(table, TYPE, SLOT) \
   ((table)->header.struct_size >= offsetof(TYPE, SLOT) + sizeof((table)->SLOT) && (table)->SLOT != NULL)
+
+/* True when the sized struct at `s` (a pointer to a TYPE that begins with
+ * struct_size, e.g. zc_create_args) was built with FIELD, a field appended
+ * after its first version: the same check for structs. */
+#define ZC_STRUCT_HAS_FIELD(s, TYPE, FIELD) ((s)->struct_size >= offsetof(TYPE, FIELD) + sizeof((s)->FIELD))
 
 /* The common first slots of every table, after the header. */
 #define ZC_TABLE_COMMON_SLOTS                                              \
@@ -375,7 +415,7 @@ typedef struct zc_dataloader_table {
 /* Model                                                                      */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_MODEL_TABLE_VERSION 4u
+#define ZC_MODEL_TABLE_VERSION 5u
 
 /* Parameter flags. */
 enum {
@@ -443,6 +483,20 @@ typedef struct zc_param_shape_sink {
   void (*put)(void* ctx, const char* name, int32_t ndim, const int64_t* shape, uint32_t flags);
 } zc_param_shape_sink;
 
+/* (ABI 1.4) Named tensors a call hands out, borrowed (the slot says for how
+ * long), read-only: names[i] names tensors[i], i < count. The caller sets
+ * struct_size to the size it was compiled with; the callee fills the fields
+ * that fit in it (all of them for this first version) and leaves
+ * struct_size as is, so a caller and a callee of different minors agree.
+ * A struct_size smaller than this first version is ZC_ERR_VERSION. */
+typedef struct zc_named_tensor_list {
+  uint32_t struct_size;
+  uint32_t reserved;
+  size_t count;
+  const char* const* names; /* [count], NUL-terminated */
+  const DLTensor* tensors;  /* [count] */
+} zc_named_tensor_list;
+
 typedef struct zc_model_table {
   ZC_TABLE_COMMON_SLOTS;
   /* Total parameters and parameters active per token (top-k experts). */
@@ -505,6 +559,14 @@ typedef struct zc_model_table {
    * A model without it returns ZC_ERR_UNSUPPORTED; plugins older than 1.3
    * lack the slot. The host then reports the estimate as unknown. */
   zc_status* (*estimate_memory)(const zc_create_args* args, const zc_param_shape_sink* shapes, zc_memory_estimate* out);
+
+  /* ---- kind_version 5 (ABI 1.4) ---- */
+  /* The same activations as `activations` (same names, order, tensors and
+   * lifetime), typed as tensors rather than as parameters without
+   * gradients. `out` as zc_named_tensor_list says. A model without it
+   * returns ZC_ERR_UNSUPPORTED; plugins older than 1.4 lack the slot, and a
+   * reader then falls back to `activations`. */
+  zc_status* (*named_activations)(void* instance, zc_named_tensor_list* out);
 } zc_model_table;
 
 /* ------------------------------------------------------------------------ */
@@ -654,13 +716,17 @@ ZC_STATIC_ASSERT(sizeof(zc_table_header) == 16, "zc_table_header layout");
 ZC_STATIC_ASSERT(sizeof(zc_host_services) == 128, "zc_host_services layout");
 ZC_STATIC_ASSERT(offsetof(zc_host_services, seed) == 56, "zc_host_services.seed");
 ZC_STATIC_ASSERT(offsetof(zc_host_services, stop_requested) == 96, "stop_requested");
-ZC_STATIC_ASSERT(sizeof(zc_create_args) == 80, "zc_create_args layout");
+ZC_STATIC_ASSERT(sizeof(DLTensor) == 48, "DLTensor layout (DLPack 0.6)");
+ZC_STATIC_ASSERT(sizeof(zc_create_args) == 88, "zc_create_args layout");
+ZC_STATIC_ASSERT(offsetof(zc_create_args, stream) == 80, "zc_create_args.stream (ABI 1.4)");
 ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
 ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
-ZC_STATIC_ASSERT(sizeof(zc_model_table) == 160, "zc_model_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_model_table) == 168, "zc_model_table layout");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, activations) == 144, "zc_model_table.activations (ABI 1.2)");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, estimate_memory) == 152, "zc_model_table.estimate_memory (ABI 1.3)");
+ZC_STATIC_ASSERT(offsetof(zc_model_table, named_activations) == 160, "zc_model_table.named_activations (ABI 1.4)");
+ZC_STATIC_ASSERT(sizeof(zc_named_tensor_list) == 32, "zc_named_tensor_list layout");
 ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 80, "zc_optimizer_table layout");
 ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, estimate_memory) == 72, "zc_optimizer_table.estimate_memory (ABI 1.3)");
 ZC_STATIC_ASSERT(sizeof(zc_memory_estimate) == 40, "zc_memory_estimate layout");

@@ -18,6 +18,15 @@ size_t zcode_abi_c99_sizes(void) {
     e.struct_size = (uint32_t)sizeof e;
     (void)sink;
     if (mt.estimate_memory != NULL || ot.estimate_memory != NULL) return 0;
+    /* ABI 1.4: the instance's stream, the named tensor list and its slot. */
+    {
+      zc_create_args a = {0};
+      zc_named_tensor_list l = {0};
+      a.struct_size = (uint32_t)sizeof a;
+      l.struct_size = (uint32_t)sizeof l;
+      if (!ZC_STRUCT_HAS_FIELD(&a, zc_create_args, stream) || a.stream != NULL) return 0;
+      if (mt.named_activations != NULL || l.count != 0) return 0;
+    }
     return h.struct_size + sizeof(zc_host_services) + sizeof(zc_manifest) + e.struct_size;
   }
 }

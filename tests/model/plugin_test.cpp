@@ -278,6 +278,65 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   table_->destroy(m2);
 }
 
+// ABI 1.4: named_activations lists what activations lists (names, order,
+// shapes, the same buffers), as tensors; before any forward_backward both
+// are empty. Each list is valid until the next call, so the first is copied.
+TEST_F(PluginTest, NamedActivationsMatchActivations) {
+  ASSERT_TRUE(ZC_TABLE_HAS_SLOT(table_, zc_model_table, named_activations));
+  void* m = create(kOpts);
+  ASSERT_NE(m, nullptr) << last_error_;
+  zc_named_tensor_list named{};
+  named.struct_size = sizeof named;
+  ASSERT_EQ(call(table_->named_activations(m, &named)), "");
+  EXPECT_EQ(named.count, 0u);
+
+  const int B = 2, T = 8;
+  std::vector<int32_t> ids(B * T), tg(B * T);
+  for (int i = 0; i < B * T; ++i) {
+    ids[i] = (i * 37) % 200;
+    tg[i] = (i * 11) % 200;
+  }
+  int64_t shape[2] = {B, T};
+  zc_batch batch{};
+  batch.struct_size = sizeof batch;
+  batch.input_ids = DLTensor{ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
+  batch.targets = DLTensor{tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
+  zc_fb_options o{sizeof(zc_fb_options), ZC_LABELS_TARGETS, 16.0, 1.0, 0};
+  zc_metrics_sink sink{nullptr, [](void*, const char*, double) {}};
+  ASSERT_EQ(call(table_->forward_backward(m, &batch, &o, &sink)), "");
+
+  struct Seen {
+    std::string name;
+    std::vector<int64_t> shape;
+    const void* data;
+  };
+  zc_param_list acts{};
+  ASSERT_EQ(call(table_->activations(m, &acts)), "");
+  std::vector<Seen> old;
+  for (size_t i = 0; i < acts.count; ++i) {
+    const DLTensor* t = acts.params[i].value;
+    old.push_back({acts.params[i].name, std::vector<int64_t>(t->shape, t->shape + t->ndim), t->data});
+  }
+  ASSERT_FALSE(old.empty());
+  EXPECT_EQ(old.front().name, "layers.0.input");
+  ASSERT_EQ(call(table_->named_activations(m, &named)), "");
+  EXPECT_EQ(named.struct_size, sizeof named);
+  ASSERT_EQ(named.count, old.size());
+  for (size_t i = 0; i < named.count; ++i) {
+    const DLTensor& t = named.tensors[i];
+    EXPECT_EQ(named.names[i], old[i].name);
+    EXPECT_EQ(std::vector<int64_t>(t.shape, t.shape + t.ndim), old[i].shape) << old[i].name;
+    EXPECT_EQ(t.data, old[i].data) << old[i].name;
+    EXPECT_EQ(t.device.device_type, kDLCPU);
+    EXPECT_EQ(t.dtype.code, kDLFloat);
+    EXPECT_EQ(t.dtype.bits, 32);
+    ASSERT_EQ(t.ndim, 3);
+    EXPECT_EQ(t.shape[0], B);
+    EXPECT_EQ(t.shape[1], T);
+  }
+  table_->destroy(m);
+}
+
 TEST_F(PluginTest, CreateErrorsAreOneLine) {
   EXPECT_EQ(create(R"({"d_model": 16})"), nullptr);
   EXPECT_EQ(last_error_, "model: no vocabulary size (no tokenizer, and no model.vocab_size)");

@@ -106,8 +106,8 @@ class EarlyStopping : public Callback {
 /// `<run>/logs/debug.jsonl`): per parameter group (name up to the block part,
 /// e.g. "layers.0.attn", "layers.1.moe", "embed") the L2 norms of gradients
 /// and values, and log10-magnitude histograms of all gradients and all
-/// values; and, when the model exposes them (zc_model_table.activations, ABI
-/// 1.2), per kept activation of the last micro-batch (e.g.
+/// values; and, when the model exposes them (zc_model_table.named_activations,
+/// ABI 1.4, or activations, ABI 1.2), per kept activation of the last micro-batch (e.g.
 /// "layers.0.attn.out", [batch, seq, width]) its mean, std, max |x| and
 /// log10-magnitude histogram ("activations": null otherwise).
 class Debugger : public Callback {

@@ -64,40 +64,49 @@ struct Hist {
   }
 };
 
-// The model's kept activations (ABI 1.2) as {"name": {"shape", "mean",
-// "std", "max_abs", "hist"}}, or null when the model does not expose them.
-// mean and std are over every element, in double (population std, two passes).
-void write_activations(json::Writer& w, const ModelRef& model, int64_t bins) {
-  zc_param_list acts{};
-  if (!model.activations(&acts)) {
-    w.null();
-    return;
+// One kept activation as "name": {"shape", "mean", "std", "max_abs",
+// "hist"}; mean and std are over every element, in double (population std,
+// two passes). Tensors other than float32 on the CPU are skipped.
+void write_activation(json::Writer& w, const char* name, const DLTensor* t, int64_t bins) {
+  if (!t || t->device.device_type != kDLCPU || !same_dtype(t->dtype, kF32)) return;
+  const int64_t n = numel(*t);
+  const float* x = data_ptr<float>(*t);
+  Hist h(bins);
+  double sum = 0, sq = 0, mx = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double v = x[k];
+    sum += v;
+    mx = std::max(mx, std::fabs(v));
+    h.add(x[k]);
   }
-  w.begin_object();
-  for (size_t i = 0; i < acts.count; ++i) {
-    const DLTensor* t = acts.params[i].value;
-    if (!t || t->device.device_type != kDLCPU || !same_dtype(t->dtype, kF32)) continue;
-    const int64_t n = numel(*t);
-    const float* x = data_ptr<float>(*t);
-    Hist h(bins);
-    double sum = 0, sq = 0, mx = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      const double v = x[k];
-      sum += v;
-      mx = std::max(mx, std::fabs(v));
-      h.add(x[k]);
-    }
-    const double mean = n ? sum / static_cast<double>(n) : 0.0;
-    for (int64_t k = 0; k < n; ++k) sq += (x[k] - mean) * (x[k] - mean);  // two passes: no cancellation
-    const double var = n ? sq / static_cast<double>(n) : 0.0;
-    w.key(acts.params[i].name ? acts.params[i].name : "").begin_object().key("shape").begin_array();
-    for (int d = 0; d < t->ndim; ++d) w.integer(t->shape[d]);
-    w.end_array().key("mean").number(mean, 9).key("std").number(std::sqrt(var), 9).key("max_abs").number(mx, 9);
-    w.key("hist");
-    h.write(w);
-    w.end_object();
-  }
+  const double mean = n ? sum / static_cast<double>(n) : 0.0;
+  for (int64_t k = 0; k < n; ++k) sq += (x[k] - mean) * (x[k] - mean);  // two passes: no cancellation
+  const double var = n ? sq / static_cast<double>(n) : 0.0;
+  w.key(name ? name : "").begin_object().key("shape").begin_array();
+  for (int d = 0; d < t->ndim; ++d) w.integer(t->shape[d]);
+  w.end_array().key("mean").number(mean, 9).key("std").number(std::sqrt(var), 9).key("max_abs").number(mx, 9);
+  w.key("hist");
+  h.write(w);
   w.end_object();
+}
+
+// The model's kept activations as an object of write_activation entries,
+// from named_activations (ABI 1.4) or, for older models, activations (ABI
+// 1.2); null when the model exposes neither.
+void write_activations(json::Writer& w, const ModelRef& model, int64_t bins) {
+  zc_named_tensor_list named{};
+  zc_param_list acts{};
+  if (model.named_activations(&named)) {
+    w.begin_object();
+    for (size_t i = 0; i < named.count; ++i) write_activation(w, named.names[i], &named.tensors[i], bins);
+    w.end_object();
+  } else if (model.activations(&acts)) {
+    w.begin_object();
+    for (size_t i = 0; i < acts.count; ++i) write_activation(w, acts.params[i].name, acts.params[i].value, bins);
+    w.end_object();
+  } else {
+    w.null();
+  }
 }
 
 }  // namespace

@@ -162,18 +162,21 @@ class Glm52 : public zcode::sdk::Model {
   // zc_model_table.activations (ABI 1.2): views of what the last
   // forward_backward kept, [batch, seq, width] each.
   zc_param_list activations() override {
-    int B = 0, Tn = 0;
-    model_->activations(acts_, B, Tn);
-    act_shapes_.resize(acts_.size());
-    act_values_.resize(acts_.size());
+    view_activations();
     act_list_.clear();
-    for (size_t i = 0; i < acts_.size(); ++i) {
-      act_shapes_[i] = {B, Tn, acts_[i].width};
-      act_values_[i] =
-          zcode::sdk::make_view(const_cast<float*>(acts_[i].data), zcode::sdk::kF32, 3, act_shapes_[i].data());
-      act_list_.push_back(zc_param{acts_[i].name.c_str(), &act_values_[i], nullptr, 0, 0});
-    }
+    for (size_t i = 0; i < acts_.size(); ++i)
+      act_list_.push_back(zc_param{act_names_[i], &act_values_[i], nullptr, 0, 0});
     return zc_param_list{act_list_.data(), act_list_.size()};
+  }
+  // zc_model_table.named_activations (ABI 1.4): the same views as a tensor list.
+  zc_named_tensor_list named_activations() override {
+    view_activations();
+    zc_named_tensor_list l{};
+    l.struct_size = sizeof l;
+    l.count = acts_.size();
+    l.names = act_names_.data();
+    l.tensors = act_values_.data();
+    return l;
   }
 
   void* decode_begin(int32_t batch, int32_t max_len) override {
@@ -296,6 +299,22 @@ class Glm52 : public zcode::sdk::Model {
     }
   }
 
+  // Refreshes acts_ and its views (names, shapes, tensors) from the model:
+  // the one source of both activation slots.
+  void view_activations() {
+    int B = 0, Tn = 0;
+    model_->activations(acts_, B, Tn);
+    act_shapes_.resize(acts_.size());
+    act_values_.resize(acts_.size());
+    act_names_.resize(acts_.size());
+    for (size_t i = 0; i < acts_.size(); ++i) {
+      act_shapes_[i] = {B, Tn, acts_[i].width};
+      act_values_[i] =
+          zcode::sdk::make_view(const_cast<float*>(acts_[i].data), zcode::sdk::kF32, 3, act_shapes_[i].data());
+      act_names_[i] = acts_[i].name.c_str();
+    }
+  }
+
   zcode::sdk::Host host_;
   int threads_ = 1;
   glm52::Config cfg_;
@@ -305,6 +324,7 @@ class Glm52 : public zcode::sdk::Model {
   std::vector<glm52::Model<float>::Activation> acts_;
   std::vector<std::array<int64_t, 3>> act_shapes_;
   std::vector<DLTensor> act_values_;
+  std::vector<const char*> act_names_;
   std::vector<zc_param> act_list_;
   std::string info_;
   std::vector<std::string> metric_names_;

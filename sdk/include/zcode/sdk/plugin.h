@@ -15,6 +15,8 @@
 #include <zcode/sdk/options.h>
 #include <zcode/sdk/stages.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <type_traits>
@@ -26,9 +28,22 @@ namespace detail {
 /// visibility makes it per-plugin.
 inline const zc_host_services* g_host = nullptr;
 
+/// A status from the host for an error the plugin reports. Needs the host's
+/// services, which negotiation (or create, from args->host) stores. Without
+/// them no answer is safe: NULL would turn the error into success, and a
+/// status the plugin made itself would reach a host that frees only what it
+/// allocated. So a call before any host is a programming error (a harness
+/// that skipped negotiation and passed no args->host): it prints the error
+/// on stderr and aborts, in every build type, not only under assert.
 inline zc_status* make_status(zc_status_code code, const std::string& msg) noexcept {
   const zc_host_services* h = g_host;
-  if (!h || !h->status_create) return nullptr;  // cannot report: no host (never happens once negotiated)
+  if (!h || !h->status_create) {
+    std::fprintf(stderr,
+                 "zcode sdk: a plugin call failed (status %u: %s) before the host's services were set; negotiate "
+                 "first or pass zc_create_args.host\n",
+                 static_cast<unsigned>(code), msg.c_str());
+    std::abort();
+  }
   try {
     return h->status_create(h->host_ctx, code, msg.c_str());
   } catch (...) {
@@ -218,6 +233,20 @@ struct ModelThunks {
   static zc_status* activations(void* i, zc_param_list* out) {
     return guard([&] { *out = self(i)->activations(); });
   }
+  static zc_status* named_activations(void* i, zc_named_tensor_list* out) {
+    return guard([&] {
+      if (!out) throw Error(ZC_ERR_INVALID_ARGUMENT, "named_activations: NULL out");
+      if (!ZC_STRUCT_HAS_FIELD(out, zc_named_tensor_list, tensors))
+        throw Error(ZC_ERR_VERSION, "named_activations: out->struct_size " + std::to_string(out->struct_size) +
+                                        " is smaller than zc_named_tensor_list's first version (" +
+                                        std::to_string(offsetof(zc_named_tensor_list, tensors) + sizeof(out->tensors)) +
+                                        ")");
+      const zc_named_tensor_list l = self(i)->named_activations();
+      out->count = l.count;  // every field of version 1; struct_size stays the caller's
+      out->names = l.names;
+      out->tensors = l.tensors;
+    });
+  }
   static zc_status* estimate_memory(const zc_create_args* a, const zc_param_shape_sink* shapes,
                                     zc_memory_estimate* out) {
     if (a && a->host && !g_host) g_host = a->host;
@@ -242,7 +271,8 @@ struct ModelThunks {
                                            &forward_logits,
                                            &forward_eval,
                                            &activations,
-                                           &estimate_memory};
+                                           &estimate_memory,
+                                           &named_activations};
 };
 
 template <class T>

@@ -85,6 +85,21 @@ class ModelRef {
     }
     return true;
   }
+  /// The same activations typed as tensors (ABI 1.4), or false when the
+  /// model is older than 1.4 or returns ZC_ERR_UNSUPPORTED (a reader then
+  /// falls back to activations()). Other errors throw.
+  bool named_activations(zc_named_tensor_list* out) const {
+    if (!ZC_TABLE_HAS_SLOT(t_, zc_model_table, named_activations)) return false;
+    zc_named_tensor_list l{};
+    l.struct_size = sizeof l;
+    if (zc_status* s = t_->named_activations(inst_, &l)) {
+      StatusError e(host_, s);  // releases the status
+      if (e.code() == ZC_ERR_UNSUPPORTED) return false;
+      throw e;
+    }
+    *out = l;
+    return true;
+  }
   std::string info_json() const {
     const char* j = nullptr;
     check(host_, t_->info_json(inst_, &j));
@@ -150,6 +165,12 @@ class CreateContext {
   std::string split() const { return args_->split ? args_->split : "train"; }
   TokenizerRef tokenizer() const { return TokenizerRef(args_->host, args_->tokenizer); }
   ModelRef model() const { return ModelRef(args_->host, args_->model); }
+  /// The instance's compute stream (zc_create_args.stream, ABI 1.4): a
+  /// cudaStream_t on CUDA, NULL on the CPU; owned by the host, valid for the
+  /// instance's life, and the stream every device call of the instance runs
+  /// on (abi.h lists them). NULL too when the caller built the args for an
+  /// older minor (struct_size ends before the field).
+  void* stream() const { return ZC_STRUCT_HAS_FIELD(args_, zc_create_args, stream) ? args_->stream : nullptr; }
   const zc_create_args* raw() const { return args_; }
   bool estimate_only() const { return estimate_only_; }
 
@@ -216,6 +237,14 @@ class Model : public Stage {
   /// ABI 1.2): float32 CPU [batch, seq, width], valid until the next call.
   /// Default: unsupported.
   virtual zc_param_list activations() { throw Error(ZC_ERR_UNSUPPORTED, "this model does not expose its activations"); }
+  /// zc_model_table.named_activations (ABI 1.4): the same activations as
+  /// activations() (names, order, tensors, lifetime) as a tensor list; the
+  /// SDK copies count, names and tensors into the caller's struct and
+  /// ignores struct_size here. Default: unsupported (readers fall back to
+  /// activations()).
+  virtual zc_named_tensor_list named_activations() {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not expose its named activations");
+  }
   /// zc_model_table.estimate_memory (ABI 1.3), without an instance: a model
   /// class hides this static with its own, which fills parameter_bytes,
   /// gradient_bytes and activation_bytes of `out` for what its constructor
