@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -118,6 +119,67 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.callbacks()[0].type, "console");
   EXPECT_EQ(c.callbacks()[3].type, "model_card");
   EXPECT_EQ(c.callbacks()[1].options_json, "{\"type\":\"metrics_json\"}");
+}
+
+// One home per default: the struct initializers (config.h) are written into
+// the built-in schema by the field table, and validation fills the schema's
+// defaults and reads them back. A default-constructed section must equal the
+// section a minimal config validates to, member for member (operator==), so
+// a default that the schema, a reader or a canonical form changes fails here.
+TEST(Defaults, StructInitializersAreTheSchemaDefaults) {
+  const HarnessConfig fresh;  // every section at its initializers
+  const HarnessConfig c = valid("");
+  EXPECT_EQ(c.experiment_name(), fresh.experiment_name());
+  EXPECT_EQ(c.seed(), fresh.seed());
+  EXPECT_EQ(c.plugin_path(), fresh.plugin_path());
+  EXPECT_EQ(c.hardware(), fresh.hardware());
+  EXPECT_EQ(c.model(), fresh.model());
+  zcode::DataConfig data = c.data();
+  // What the minimal config writes, and what validation derives from the tokenizer.
+  EXPECT_EQ(data.train_path, "train.jsonl");
+  EXPECT_EQ(data.tokenizer_type, "bpe");
+  EXPECT_EQ(data.tokenizer_options_json, "{\"path\":\"hf://gpt2\"}");
+  data.train_path = fresh.data().train_path;
+  data.tokenizer_type = fresh.data().tokenizer_type;
+  data.tokenizer_options_json = fresh.data().tokenizer_options_json;
+  EXPECT_EQ(data, fresh.data());
+  EXPECT_EQ(c.optimizer(), fresh.optimizer());
+  EXPECT_EQ(c.scheduler(), fresh.scheduler());
+  EXPECT_EQ(c.training(), fresh.training());
+  EXPECT_EQ(c.logging(), fresh.logging());
+  EXPECT_EQ(c.profiling(), fresh.profiling());
+  EXPECT_EQ(c.evaluation(), fresh.evaluation());  // batch_size: data.batch_size, also 8
+  EXPECT_EQ(c.generation(), fresh.generation());
+  EXPECT_EQ(c.model_card(), fresh.model_card());
+}
+
+// The schema's default of a typed field is the initializer's value itself.
+TEST(Defaults, SchemaCarriesTheInitializers) {
+  rapidjson::Document s = parse(HarnessConfig::builtin_schema_json());
+  auto def = [&](const char* section, const char* key) -> const rapidjson::Value& {
+    return s["properties"][section]["properties"][key]["default"];
+  };
+  EXPECT_EQ(def("training", "log_every").GetInt64(), zcode::TrainingConfig{}.log_every);
+  EXPECT_EQ(def("optimizer", "lr").GetDouble(), zcode::OptimizerConfig{}.lr);
+  EXPECT_EQ(def("optimizer", "betas")[1].GetDouble(), zcode::OptimizerConfig{}.betas[1]);
+  EXPECT_STREQ(def("logging", "console_log_level").GetString(), "INFO");
+  EXPECT_EQ(s["properties"]["seed"]["default"].GetUint64(), 42u);
+  // Fields without a default: required, computed, or unset optionals.
+  EXPECT_FALSE(s["properties"]["data"]["properties"]["train_path"].HasMember("default"));
+  EXPECT_FALSE(s["properties"]["evaluation"]["properties"]["batch_size"].HasMember("default"));
+  EXPECT_FALSE(s["properties"]["generation"]["properties"]["seed"].HasMember("default"));
+  // Every field has one `default` at most (a typed row's schema text must not write its own).
+  std::function<void(const rapidjson::Value&, const std::string&)> once = [&](const rapidjson::Value& v,
+                                                                              const std::string& at) {
+    if (!v.IsObject()) return;
+    int defaults = 0;
+    for (auto& m : v.GetObject()) {
+      if (std::string(m.name.GetString()) == "default") ++defaults;
+      once(m.value, at + "/" + m.name.GetString());
+    }
+    EXPECT_LE(defaults, 1) << at;
+  };
+  once(s, "");
 }
 
 // ---- callbacks: a list adds to the defaults -----------------------------------
