@@ -7,6 +7,8 @@
 #include <zcode/core/config.h>
 #include <zcode/core/suggest.h>
 
+#include "glm52_schema_provider.h"
+
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
@@ -91,11 +93,8 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.hardware().accelerator, "cpu");
   EXPECT_EQ(c.hardware().devices, 1);
   EXPECT_EQ(c.model().type, "glm52");
-  EXPECT_EQ(c.model().variant, "nano");
-  EXPECT_EQ(c.model().moe_experts, 8);
-  EXPECT_EQ(c.model().moe_top_k, 2);
   EXPECT_EQ(c.model().max_seq_len, 1024);
-  EXPECT_FALSE(c.model().d_model.has_value());
+  // variant, moe_experts, moe_top_k, d_model: the plugin's (Load.ModelDefaultsAreThePluginsOwn).
   EXPECT_EQ(c.data().loader, "jsonl");
   EXPECT_EQ(c.data().batch_size, 8);
   EXPECT_EQ(c.data().tokenizer, "hf://gpt2");
@@ -435,7 +434,8 @@ TEST(Validate, TypeErrors) {
 }
 
 TEST(Validate, Enums) {
-  EXPECT_EQ(errs("model:\n  variant: tinyy\n"),
+  const config_test::Glm52SchemaProvider glm52;  // model.variant is the plugin's
+  EXPECT_EQ(errs("model:\n  variant: tinyy\n", &glm52),
             (Lines{"model.variant: 'tinyy' is not one of nano, tiny, base, large, xl (did you mean 'tiny'?)"}));
   EXPECT_EQ(errs("hardware:\n  accelerator: tpu\n"),
             (Lines{"hardware.accelerator: 'tpu' is not one of cpu, gpu (did you mean 'cpu'?)"}));
@@ -496,7 +496,6 @@ TEST(Validate, UnknownKeysWithHints) {
   HarnessConfig c = valid("optimizer:\n  name: sophia\n  rho: 0.04\nmodel:\n  d_model: 64\n");
   EXPECT_EQ(parse(c.section_json("optimizer"))["rho"].GetDouble(), 0.04);
   EXPECT_EQ(parse(c.section_json("model"))["d_model"].GetInt(), 64);
-  EXPECT_EQ(c.model().d_model, 64);
 }
 
 TEST(Validate, MissingRequired) {
@@ -506,14 +505,9 @@ TEST(Validate, MissingRequired) {
 }
 
 TEST(Validate, CrossFieldRules) {
-  EXPECT_EQ(errs("model:\n  moe_experts: 4\n  moe_top_k: 6\n"),
-            (Lines{"model.moe_top_k: 6 exceeds model.moe_experts (4); expected at most 4"}));
-  EXPECT_EQ(errs("model:\n  moe_top_k: 9\n"),  // default moe_experts 8
-            (Lines{"model.moe_top_k: 9 exceeds model.moe_experts (8); expected at most 8"}));
-  EXPECT_EQ(errs("model:\n  n_heads: 8\n  n_kv_heads: 3\n"),
-            (Lines{"model.n_kv_heads: 3 does not divide model.n_heads (8)"}));
-  EXPECT_EQ(errs("model:\n  n_layers: 2\n  first_dense_layers: 3\n"),
-            (Lines{"model.first_dense_layers: 3 exceeds model.n_layers (2)"}));
+  // moe_top_k <= moe_experts, n_kv_heads | n_heads, first_dense_layers <=
+  // n_layers are the model plugin's rules: tests/model/plugin_test.cpp
+  // (Glm52Plugin.ModelRulesMovedFromTheHost).
   EXPECT_EQ(errs("scheduler:\n  warmup_steps: 2000\ntraining:\n  max_steps: 500\n"),
             (Lines{"scheduler.warmup_steps: 2000 exceeds training.max_steps (500)"}));
   EXPECT_EQ(errs("scheduler:\n  type: wsd\n  warmup_steps: 10\n  stable_steps: 80\n  decay_steps: 20\n"
@@ -730,6 +724,25 @@ TEST(PluginSchemas, ValidConfigPassesAndPluginDefaultsAreFilled) {
   EXPECT_EQ(parse(c.section_json("data"))["streaming"].GetBool(), false);
   EXPECT_EQ(parse(c.section_json("model"))["norm"].GetString(), std::string("scalenorm"));
   EXPECT_EQ(c.section_json("data.tokenizer"), "{\"path\":\"hf://gpt2\"}");
+}
+
+// The model's fields and defaults are the plugin's options schema: the host
+// fills them from there (the same values its own schema used to give).
+TEST(Load, ModelDefaultsAreThePluginsOwn) {
+  const config_test::Glm52SchemaProvider glm52;
+  HarnessConfig c = HarnessConfig::from_string(kBase, "test.yaml");
+  c.validate(&glm52);
+  auto m = parse(c.section_json("model"));
+  EXPECT_STREQ(m["type"].GetString(), "glm52");
+  EXPECT_STREQ(m["variant"].GetString(), "nano");
+  EXPECT_EQ(m["moe_experts"].GetInt(), 8);
+  EXPECT_EQ(m["moe_top_k"].GetInt(), 2);
+  EXPECT_EQ(m["max_seq_len"].GetInt(), 1024);  // the host's field
+  EXPECT_FALSE(m.HasMember("d_model"));        // the variant decides
+  // Without the plugin's schema, the host fills only its own model fields.
+  auto bare = parse(valid("").section_json("model"));
+  EXPECT_FALSE(bare.HasMember("variant"));
+  EXPECT_EQ(bare["max_seq_len"].GetInt(), 1024);
 }
 
 // No plugin at all (an empty plugin path): one line that says so, not one

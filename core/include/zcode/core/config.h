@@ -107,14 +107,12 @@ struct HardwareConfig {
 };
 
 /// `model:` section (plugin-owned; the raw section goes to the model plugin).
-/// Architecture overrides are nullopt unless set: the variant decides them.
+/// The host keeps only what it consumes itself; every other key (variant,
+/// dims, experts) is the plugin's, validated and defaulted by its options
+/// schema and read back from the plugin (info_json, estimate_memory).
 struct ModelConfig {
-  std::string type = "glm52";    ///< component name; alias GLM5pt2 -> glm52
-  std::string variant = "nano";  ///< nano | tiny | base | large | xl
-  int64_t moe_experts = 8;       ///< E, >= 1
-  int64_t moe_top_k = 2;         ///< k, 1 <= k <= moe_experts
-  int64_t max_seq_len = 1024;    ///< tokens per training window, >= 1
-  std::optional<int64_t> d_model, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, moe_ffn_hidden;
+  std::string type = "glm52";  ///< component name; alias GLM5pt2 -> glm52
+  int64_t max_seq_len = 1024;  ///< tokens per training window, >= 1 (the data loader's too)
   bool operator==(const ModelConfig&) const = default;
 };
 
