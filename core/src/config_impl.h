@@ -144,6 +144,13 @@ void fill_defaults(const JsonValue& schema, JsonValue& inst, JsonAlloc& a,
 /// The parsed built-in schema.
 const JsonDoc& builtin_schema();
 
+/// Fills the typed tree of `m` from `resolved` (a validated config with
+/// defaults filled), one row of the field table (config_schema.cpp) at a time.
+void read_typed_fields(const JsonValue& resolved, HarnessConfig::Impl& m);
+/// The paths of the field table's rows whose schema default is written from a
+/// struct member's initializer ("training.log_every", ...), in table order.
+std::vector<std::string> typed_field_paths();
+
 /// Member lookup by key (nullptr when absent or `obj` is not an object).
 const JsonValue* member(const JsonValue& obj, std::string_view key);
 

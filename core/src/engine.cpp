@@ -1090,9 +1090,20 @@ int Engine::run() {
     m.create_core_stages(true);
     m.create_callbacks();
     auto [total, active] = m.num_params();
-    log::info("Initializing " + m.cfg.model().type + " (" + m.cfg.model().variant + ") with " +
-              std::to_string(m.cfg.model().moe_experts) + " experts, top_k=" + std::to_string(m.cfg.model().moe_top_k) +
-              ": " + std::to_string(total) + " parameters, " + std::to_string(active) + " active per token");
+    {
+      // Variant and experts are the model plugin's options: its info_json says
+      // what it resolved (core keeps no copy of them).
+      rapidjson::Document mi;
+      mi.Parse(m.model_info().c_str());
+      auto info = [&](const char* k) -> std::string {
+        if (!mi.IsObject() || !mi.HasMember(k)) return "?";
+        const rapidjson::Value& v = mi[k];
+        return v.IsString() ? v.GetString() : v.IsInt64() ? std::to_string(v.GetInt64()) : "?";
+      };
+      log::info("Initializing " + m.cfg.model().type + " (" + info("variant") + ") with " + info("moe_experts") +
+                " experts, top_k=" + info("moe_top_k") + ": " + std::to_string(total) + " parameters, " +
+                std::to_string(active) + " active per token");
+    }
     {
       rapidjson::Document ti;
       ti.Parse(m.tokenizer_info().c_str());

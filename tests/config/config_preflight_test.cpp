@@ -5,8 +5,10 @@
 // which `zcode-host validate` and `run` call and HarnessConfig::validate
 // never does.
 #include <zcode/core/config.h>
+
 #include <zcode/core/preflight.h>
 #include <zcode/sdk/suggest.h>
+#include "glm52_schema_provider.h"
 
 #include <gtest/gtest.h>
 
@@ -25,9 +27,10 @@ using zcode::ConfigError;
 using zcode::HarnessConfig;
 using Lines = std::vector<std::string>;
 
-Lines errs(const std::string& yaml) {
+Lines errs(const std::string& yaml, const zcode::SchemaProvider* provider = nullptr) {
   Lines out;
-  for (const ConfigError& e : HarnessConfig::from_string("data:\n  train_path: t.jsonl\n" + yaml, "t.yaml").check())
+  for (const ConfigError& e :
+       HarnessConfig::from_string("data:\n  train_path: t.jsonl\n" + yaml, "t.yaml").check(provider))
     out.push_back(e.str());
   return out;
 }
@@ -94,9 +97,12 @@ TEST(Messages, AFolderGivenAsTheConfigSaysSo) {
 }
 
 TEST(Messages, OnlyTheRootCauseOfABadExpertCount) {
-  // Before: also "model.moe_top_k: 2 exceeds model.moe_experts (-2)".
-  EXPECT_EQ(errs("model:\n  moe_experts: -2\n"), (Lines{"model.moe_experts: expected an integer >= 1, found -2"}));
-  EXPECT_EQ(errs("model:\n  n_layers: 0\n  first_dense_layers: 1\n"),
+  // Before: also "model.moe_top_k: 2 exceeds model.moe_experts (-2)". The
+  // bounds are the glm52 plugin's schema (which also bounds E by 1024).
+  const config_test::Glm52SchemaProvider glm52;
+  EXPECT_EQ(errs("model:\n  moe_experts: -2\n", &glm52),
+            (Lines{"model.moe_experts: expected an integer >= 1 and <= 1024, found -2"}));
+  EXPECT_EQ(errs("model:\n  n_layers: 0\n  first_dense_layers: 1\n", &glm52),
             (Lines{"model.n_layers: expected an integer >= 1, found 0"}));
 }
 

@@ -6,6 +6,8 @@
 // expected numbers are hand-derived from the YAML in each test.
 #include <zcode/core/config.h>
 
+#include "glm52_schema_provider.h"
+
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -71,11 +74,8 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.hardware().accelerator, "cpu");
   EXPECT_EQ(c.hardware().devices, 1);
   EXPECT_EQ(c.model().type, "glm52");
-  EXPECT_EQ(c.model().variant, "nano");
-  EXPECT_EQ(c.model().moe_experts, 8);
-  EXPECT_EQ(c.model().moe_top_k, 2);
   EXPECT_EQ(c.model().max_seq_len, 1024);
-  EXPECT_FALSE(c.model().d_model.has_value());
+  // variant, moe_experts, moe_top_k, d_model: the plugin's (Load.ModelDefaultsAreThePluginsOwn).
   EXPECT_EQ(c.data().loader, "jsonl");
   EXPECT_EQ(c.data().batch_size, 8);
   EXPECT_EQ(c.data().tokenizer, "hf://gpt2");
@@ -99,6 +99,67 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.callbacks()[0].type, "console");
   EXPECT_EQ(c.callbacks()[3].type, "model_card");
   EXPECT_EQ(c.callbacks()[1].options_json, "{\"type\":\"metrics_json\"}");
+}
+
+// One home per default: the struct initializers (config.h) are written into
+// the built-in schema by the field table, and validation fills the schema's
+// defaults and reads them back. A default-constructed section must equal the
+// section a minimal config validates to, member for member (operator==), so
+// a default that the schema, a reader or a canonical form changes fails here.
+TEST(Defaults, StructInitializersAreTheSchemaDefaults) {
+  const HarnessConfig fresh;  // every section at its initializers
+  const HarnessConfig c = valid("");
+  EXPECT_EQ(c.experiment_name(), fresh.experiment_name());
+  EXPECT_EQ(c.seed(), fresh.seed());
+  EXPECT_EQ(c.plugin_path(), fresh.plugin_path());
+  EXPECT_EQ(c.hardware(), fresh.hardware());
+  EXPECT_EQ(c.model(), fresh.model());
+  zcode::DataConfig data = c.data();
+  // What the minimal config writes, and what validation derives from the tokenizer.
+  EXPECT_EQ(data.train_path, "train.jsonl");
+  EXPECT_EQ(data.tokenizer_type, "bpe");
+  EXPECT_EQ(data.tokenizer_options_json, "{\"path\":\"hf://gpt2\"}");
+  data.train_path = fresh.data().train_path;
+  data.tokenizer_type = fresh.data().tokenizer_type;
+  data.tokenizer_options_json = fresh.data().tokenizer_options_json;
+  EXPECT_EQ(data, fresh.data());
+  EXPECT_EQ(c.optimizer(), fresh.optimizer());
+  EXPECT_EQ(c.scheduler(), fresh.scheduler());
+  EXPECT_EQ(c.training(), fresh.training());
+  EXPECT_EQ(c.logging(), fresh.logging());
+  EXPECT_EQ(c.profiling(), fresh.profiling());
+  EXPECT_EQ(c.evaluation(), fresh.evaluation());  // batch_size: data.batch_size, also 8
+  EXPECT_EQ(c.generation(), fresh.generation());
+  EXPECT_EQ(c.model_card(), fresh.model_card());
+}
+
+// The schema's default of a typed field is the initializer's value itself.
+TEST(Defaults, SchemaCarriesTheInitializers) {
+  rapidjson::Document s = parse(HarnessConfig::builtin_schema_json());
+  auto def = [&](const char* section, const char* key) -> const rapidjson::Value& {
+    return s["properties"][section]["properties"][key]["default"];
+  };
+  EXPECT_EQ(def("training", "log_every").GetInt64(), zcode::TrainingConfig{}.log_every);
+  EXPECT_EQ(def("optimizer", "lr").GetDouble(), zcode::OptimizerConfig{}.lr);
+  EXPECT_EQ(def("optimizer", "betas")[1].GetDouble(), zcode::OptimizerConfig{}.betas[1]);
+  EXPECT_STREQ(def("logging", "console_log_level").GetString(), "INFO");
+  EXPECT_EQ(s["properties"]["seed"]["default"].GetUint64(), 42u);
+  // Fields without a default: required, computed, or unset optionals.
+  EXPECT_FALSE(s["properties"]["data"]["properties"]["train_path"].HasMember("default"));
+  EXPECT_FALSE(s["properties"]["evaluation"]["properties"]["batch_size"].HasMember("default"));
+  EXPECT_FALSE(s["properties"]["generation"]["properties"]["seed"].HasMember("default"));
+  // Every field has one `default` at most (a typed row's schema text must not write its own).
+  std::function<void(const rapidjson::Value&, const std::string&)> once = [&](const rapidjson::Value& v,
+                                                                              const std::string& at) {
+    if (!v.IsObject()) return;
+    int defaults = 0;
+    for (auto& m : v.GetObject()) {
+      if (std::string(m.name.GetString()) == "default") ++defaults;
+      once(m.value, at + "/" + m.name.GetString());
+    }
+    EXPECT_LE(defaults, 1) << at;
+  };
+  once(s, "");
 }
 
 // ---- callbacks: a list adds to the defaults -----------------------------------
@@ -354,7 +415,8 @@ TEST(Validate, TypeErrors) {
 }
 
 TEST(Validate, Enums) {
-  EXPECT_EQ(errs("model:\n  variant: tinyy\n"),
+  const config_test::Glm52SchemaProvider glm52;  // model.variant is the plugin's
+  EXPECT_EQ(errs("model:\n  variant: tinyy\n", &glm52),
             (Lines{"model.variant: 'tinyy' is not one of nano, tiny, base, large, xl (did you mean 'tiny'?)"}));
   EXPECT_EQ(errs("hardware:\n  accelerator: tpu\n"),
             (Lines{"hardware.accelerator: 'tpu' is not one of cpu, gpu (did you mean 'cpu'?)"}));
@@ -415,7 +477,6 @@ TEST(Validate, UnknownKeysWithHints) {
   HarnessConfig c = valid("optimizer:\n  name: sophia\n  rho: 0.04\nmodel:\n  d_model: 64\n");
   EXPECT_EQ(parse(c.section_json("optimizer"))["rho"].GetDouble(), 0.04);
   EXPECT_EQ(parse(c.section_json("model"))["d_model"].GetInt(), 64);
-  EXPECT_EQ(c.model().d_model, 64);
 }
 
 TEST(Validate, MissingRequired) {
@@ -425,14 +486,9 @@ TEST(Validate, MissingRequired) {
 }
 
 TEST(Validate, CrossFieldRules) {
-  EXPECT_EQ(errs("model:\n  moe_experts: 4\n  moe_top_k: 6\n"),
-            (Lines{"model.moe_top_k: 6 exceeds model.moe_experts (4); expected at most 4"}));
-  EXPECT_EQ(errs("model:\n  moe_top_k: 9\n"),  // default moe_experts 8
-            (Lines{"model.moe_top_k: 9 exceeds model.moe_experts (8); expected at most 8"}));
-  EXPECT_EQ(errs("model:\n  n_heads: 8\n  n_kv_heads: 3\n"),
-            (Lines{"model.n_kv_heads: 3 does not divide model.n_heads (8)"}));
-  EXPECT_EQ(errs("model:\n  n_layers: 2\n  first_dense_layers: 3\n"),
-            (Lines{"model.first_dense_layers: 3 exceeds model.n_layers (2)"}));
+  // moe_top_k <= moe_experts, n_kv_heads | n_heads, first_dense_layers <=
+  // n_layers are the model plugin's rules: tests/model/plugin_test.cpp
+  // (Glm52Plugin.ModelRulesMovedFromTheHost).
   EXPECT_EQ(errs("scheduler:\n  warmup_steps: 2000\ntraining:\n  max_steps: 500\n"),
             (Lines{"scheduler.warmup_steps: 2000 exceeds training.max_steps (500)"}));
   EXPECT_EQ(errs("scheduler:\n  type: wsd\n  warmup_steps: 10\n  stable_steps: 80\n  decay_steps: 20\n"
@@ -649,6 +705,25 @@ TEST(PluginSchemas, ValidConfigPassesAndPluginDefaultsAreFilled) {
   EXPECT_EQ(parse(c.section_json("data"))["streaming"].GetBool(), false);
   EXPECT_EQ(parse(c.section_json("model"))["norm"].GetString(), std::string("scalenorm"));
   EXPECT_EQ(c.section_json("data.tokenizer"), "{\"path\":\"hf://gpt2\"}");
+}
+
+// The model's fields and defaults are the plugin's options schema: the host
+// fills them from there (the same values its own schema used to give).
+TEST(Load, ModelDefaultsAreThePluginsOwn) {
+  const config_test::Glm52SchemaProvider glm52;
+  HarnessConfig c = HarnessConfig::from_string(kBase, "test.yaml");
+  c.validate(&glm52);
+  auto m = parse(c.section_json("model"));
+  EXPECT_STREQ(m["type"].GetString(), "glm52");
+  EXPECT_STREQ(m["variant"].GetString(), "nano");
+  EXPECT_EQ(m["moe_experts"].GetInt(), 8);
+  EXPECT_EQ(m["moe_top_k"].GetInt(), 2);
+  EXPECT_EQ(m["max_seq_len"].GetInt(), 1024);  // the host's field
+  EXPECT_FALSE(m.HasMember("d_model"));        // the variant decides
+  // Without the plugin's schema, the host fills only its own model fields.
+  auto bare = parse(valid("").section_json("model"));
+  EXPECT_FALSE(bare.HasMember("variant"));
+  EXPECT_EQ(bare["max_seq_len"].GetInt(), 1024);
 }
 
 // No plugin at all (an empty plugin path): one line that says so, not one

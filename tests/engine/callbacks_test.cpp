@@ -160,6 +160,34 @@ TEST_F(Callbacks, CheckpointCadence) {
   table("checkpoint")->destroy(d);
 }
 
+// The shared cadence comes from the resolved config, never from a default of
+// the callback's own: a config_json without it is refused, naming the field.
+TEST_F(Callbacks, CadenceFallsBackToTheResolvedConfigOnly) {
+  auto refusal = [&](const std::string& name, const std::string& config) -> std::string {
+    zc_create_args a{};
+    a.struct_size = sizeof a;
+    a.host = host.raw();
+    const std::string opts = R"({"type":")" + name + "\"}";
+    a.options_json = opts.c_str();
+    a.config_json = config.c_str();
+    const std::string rd = dir.string();
+    a.run_dir = rd.c_str();
+    void* inst = nullptr;
+    zc_status* s = table(name)->create(&a, &inst);
+    if (!s) {
+      table(name)->destroy(inst);
+      return "";
+    }
+    return zcode::status_message(s);
+  };
+  EXPECT_EQ(refusal("console", "{}"), "config.training.log_every: missing required option");
+  EXPECT_EQ(refusal("metrics_json", "{}"), "config.training.log_every: missing required option");
+  EXPECT_EQ(refusal("checkpoint", "{}"), "config.training.save_every: missing required option");
+  EXPECT_EQ(refusal("console", R"({"training":{"log_every":0}})"),
+            "training.log_every: expected an integer >= 1, found 0");
+  EXPECT_EQ(refusal("console", R"({"training":{"log_every":5}})"), "");
+}
+
 TEST_F(Callbacks, EarlyStoppingPatienceAndState) {
   // patience 2, min_delta 0.01: 3.0 (best), 2.5 (best), 2.495 (not better by
   // > 0.01: 1 bad), 2.6 (2 bad -> stop).
@@ -214,7 +242,8 @@ TEST_F(Callbacks, MetricsJsonKeepsFinalBestAndHistory) {
 // training.eval_at_start: the step-0 evaluation is history, never best (even
 // when it is the lowest loss), and the console names it "Step 0/N".
 TEST_F(Callbacks, StepZeroEvaluationIsHistoryButNotBest) {
-  void* m = create("metrics_json", R"({"type":"metrics_json"})", "{}");
+  // Without `every`: training.log_every of the resolved config (the host fills it).
+  void* m = create("metrics_json", R"({"type":"metrics_json"})", R"({"training":{"log_every":10}})");
   send("metrics_json", m, ZC_EVENT_EVAL_END, 0, R"({"loss":1.5,"perplexity":4.4817})");
   send("metrics_json", m, ZC_EVENT_STEP_END, 1, R"({"loss":5.0})");
   send("metrics_json", m, ZC_EVENT_EVAL_END, 1, R"({"loss":2.0})");

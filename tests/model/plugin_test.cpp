@@ -346,6 +346,20 @@ TEST_F(PluginTest, CreateErrorsAreOneLine) {
   EXPECT_EQ(last_error_, "model.moe_top_k: 9 (expected 1..moe_experts = 8)");
 }
 
+// The model's cross-field rules, which the host's validation also checked
+// until issue #18 (a second copy); `zcode-host validate` meets them here,
+// through the memory estimate. Same paths and values as the host's wording.
+TEST_F(PluginTest, ModelRulesMovedFromTheHost) {
+  EXPECT_EQ(create(R"({"vocab_size": 10, "moe_experts": 4, "moe_top_k": 6})"), nullptr);
+  EXPECT_EQ(last_error_, "model.moe_top_k: 6 (expected 1..moe_experts = 4)");
+  EXPECT_EQ(create(R"({"vocab_size": 10, "moe_top_k": 9})"), nullptr);  // the variant's (nano) 8 experts
+  EXPECT_EQ(last_error_, "model.moe_top_k: 9 (expected 1..moe_experts = 8)");
+  EXPECT_EQ(create(R"({"vocab_size": 10, "n_heads": 8, "n_kv_heads": 3})"), nullptr);
+  EXPECT_EQ(last_error_, "model.n_kv_heads: 3 does not divide n_heads 8");
+  EXPECT_EQ(create(R"({"vocab_size": 10, "n_layers": 2, "first_dense_layers": 3})"), nullptr);
+  EXPECT_EQ(last_error_, "model.first_dense_layers: 3 exceeds model.n_layers (2)");
+}
+
 }  // namespace
 
 namespace {

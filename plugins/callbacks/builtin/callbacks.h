@@ -22,6 +22,11 @@ rapidjson::Document parse_metrics(const char* json);
 double num(const rapidjson::Value& obj, const char* key, double fallback);
 /// Checks that `every`-like options are >= 1: throws naming `path`.
 int64_t positive_option(const Options& o, const char* key, int64_t fallback, const std::string& path);
+/// The entry's `every` (checked >= 1, named `path` in errors), else the host's
+/// `training.<host_key>` from the resolved config, whose defaults the host has
+/// filled (so no second copy of that default lives here). Throws when neither
+/// is there (a config_json that is not the resolved one).
+int64_t every_option(const CreateContext& ctx, const char* host_key, const std::string& path);
 
 /// `console`: one line per `every` steps (default training.log_every):
 /// `[INFO] Step 10/500 | loss: 3.2100 | lr: 0.0005 | grad_norm: 0.92 | tokens/s: 1234 | data_wait: 3% |

@@ -13,8 +13,7 @@
 namespace zcode::callbacks {
 
 Console::Console(const CreateContext& ctx) : host_(ctx.host()) {
-  const int64_t log_every = ctx.config().object("training").get<int64_t>("log_every", 10);
-  every_ = positive_option(ctx.options(), "every", log_every < 1 ? 1 : log_every, "callbacks.console.every");
+  every_ = every_option(ctx, "log_every", "callbacks.console.every");
   const std::string bar = ctx.options().get<std::string>("progress_bar", "auto");
   if (bar != "auto" && bar != "on" && bar != "off")
     invalid_argument("callbacks.console.progress_bar: expected auto, on or off, found \"" + bar + "\"");

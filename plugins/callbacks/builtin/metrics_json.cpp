@@ -28,8 +28,7 @@ std::string with_step(const rapidjson::Value& m, uint64_t step) {
 }  // namespace
 
 MetricsJson::MetricsJson(const CreateContext& ctx) {
-  const int64_t log_every = ctx.config().object("training").get<int64_t>("log_every", 10);
-  every_ = positive_option(ctx.options(), "every", log_every < 1 ? 1 : log_every, "callbacks.metrics_json.every");
+  every_ = every_option(ctx, "log_every", "callbacks.metrics_json.every");
   const std::string rel = ctx.options().get<std::string>("path", "metrics.json");
   if (ctx.run_dir().empty()) invalid_argument("metrics_json: no run folder (args.run_dir is empty)");
   path_ = rel.starts_with("/") ? rel : ctx.run_dir() + "/" + rel;

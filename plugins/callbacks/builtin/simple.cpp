@@ -8,8 +8,7 @@
 namespace zcode::callbacks {
 
 Checkpoint::Checkpoint(const CreateContext& ctx) {
-  const int64_t save_every = ctx.config().object("training").get<int64_t>("save_every", 1000);
-  every_ = positive_option(ctx.options(), "every", save_every < 1 ? 1 : save_every, "callbacks.checkpoint.every");
+  every_ = every_option(ctx, "save_every", "callbacks.checkpoint.every");
 }
 
 uint32_t Checkpoint::on_event(const zc_event& e) {

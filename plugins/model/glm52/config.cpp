@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "schema.h"
+
 #include <zcode/sdk/error.h>
 #include <zcode/sdk/json.h>
 
@@ -71,6 +73,32 @@ std::string quoted(const T& v) {
 
 void need(bool ok, const std::string& msg) {
   if (!ok) invalid_argument(msg);
+}
+
+// The `default` of each option in kOptionsSchema, as Options: the one home of
+// the defaults, which the host also fills into the section it passes.
+const zcode::sdk::Options& schema_defaults() {
+  static const zcode::sdk::Options defaults = [] {
+    rapidjson::Document schema;
+    schema.Parse(kOptionsSchema);
+    zcode::sdk::json::Writer w;
+    w.begin_object();
+    auto add = [&](const rapidjson::Value& props) {
+      for (auto it = props.MemberBegin(); it != props.MemberEnd(); ++it)
+        if (it->value.IsObject() && it->value.HasMember("default"))
+          w.key(it->name.GetString()).raw(zcode::sdk::to_json(it->value["default"]));
+    };
+    add(schema["properties"]);
+    w.end_object();
+    return zcode::sdk::Options(w.str().c_str(), "model");
+  }();
+  return defaults;
+}
+
+// The schema's default of `key` (which must declare one).
+template <class T>
+T schema_default(const char* key) {
+  return schema_defaults().require<T>(key);
 }
 
 }  // namespace
@@ -160,7 +188,7 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
     const std::string t = lower_name(m.get<std::string>("type", "glm52"));
     need(t == "glm52" || t == "glm5pt2", m.path("type") + ": '" + t + "' is not this model (expected glm52)");
   }
-  c.variant = lower_name(m.get<std::string>("variant", "tiny"));
+  c.variant = lower_name(m.get<std::string>("variant", schema_default<std::string>("variant")));
   const Variant* v = nullptr;
   for (const Variant& x : kVariants)
     if (c.variant == x.name) v = &x;
@@ -177,28 +205,29 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
   c.moe_experts = m.get<int>("moe_experts", v->moe_experts);
   c.moe_top_k = m.get<int>("moe_top_k", v->moe_top_k);
   c.moe_ffn_hidden = m.get<int>("moe_ffn_hidden", v->moe_ffn_hidden);
-  c.moe_shared_experts = m.get<int>("moe_shared_experts", 0);
+  c.moe_shared_experts = m.get<int>("moe_shared_experts", schema_default<int>("moe_shared_experts"));
   c.first_dense_layers = m.get<int>("first_dense_layers", v->first_dense_layers);
   c.max_seq_len = m.get<int>("max_seq_len", v->max_seq_len);
-  c.capacity_factor = m.get<double>("capacity_factor", 1.25);
-  c.eval_capacity_factor = m.get<double>("eval_capacity_factor", 0.0);
-  c.moe_aux_loss_coef = m.get<double>("moe_aux_loss_coef", 0.01);
-  c.moe_z_loss_coef = m.get<double>("moe_z_loss_coef", 0.001);
-  c.norm_topk_prob = m.get<bool>("norm_topk_prob", true);
-  c.rope_theta = m.get<double>("rope_theta", 10000.0);
-  c.rotary_fraction = m.get<double>("rotary_fraction", 1.0);
-  c.norm_eps = m.get<double>("norm_eps", 1e-6);
-  c.tie_embeddings = m.get<bool>("tie_embeddings", true);
+  c.capacity_factor = m.get<double>("capacity_factor", schema_default<double>("capacity_factor"));
+  c.eval_capacity_factor = m.get<double>("eval_capacity_factor", schema_default<double>("eval_capacity_factor"));
+  c.moe_aux_loss_coef = m.get<double>("moe_aux_loss_coef", schema_default<double>("moe_aux_loss_coef"));
+  c.moe_z_loss_coef = m.get<double>("moe_z_loss_coef", schema_default<double>("moe_z_loss_coef"));
+  c.norm_topk_prob = m.get<bool>("norm_topk_prob", schema_default<bool>("norm_topk_prob"));
+  c.rope_theta = m.get<double>("rope_theta", schema_default<double>("rope_theta"));
+  c.rotary_fraction = m.get<double>("rotary_fraction", schema_default<double>("rotary_fraction"));
+  c.norm_eps = m.get<double>("norm_eps", schema_default<double>("norm_eps"));
+  c.tie_embeddings = m.get<bool>("tie_embeddings", schema_default<bool>("tie_embeddings"));
 
-  const std::string ra = lower_name(m.get<std::string>("router_activation", "softmax"));
+  const std::string ra =
+      lower_name(m.get<std::string>("router_activation", schema_default<std::string>("router_activation")));
   if (ra == "softmax") c.router_activation = Router::kSoftmax;
   else if (ra == "sigmoid") c.router_activation = Router::kSigmoid;
   else invalid_argument(m.path("router_activation") + ": '" + ra + "' (expected softmax or sigmoid)");
-  const std::string nm = lower_name(m.get<std::string>("norm", "scalenorm"));
+  const std::string nm = lower_name(m.get<std::string>("norm", schema_default<std::string>("norm")));
   if (nm == "scalenorm") c.norm = Norm::kScaleNorm;
   else if (nm == "rmsnorm") c.norm = Norm::kRMSNorm;
   else invalid_argument(m.path("norm") + ": '" + nm + "' (expected scalenorm or rmsnorm)");
-  const std::string rs = lower_name(m.get<std::string>("residual", "deepnorm"));
+  const std::string rs = lower_name(m.get<std::string>("residual", schema_default<std::string>("residual")));
   if (rs == "deepnorm") c.residual = Residual::kDeepNorm;
   else if (rs == "prenorm") c.residual = Residual::kPreNorm;
   else invalid_argument(m.path("residual") + ": '" + rs + "' (expected deepnorm or prenorm)");
@@ -244,6 +273,11 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
        m.path("moe_experts") + ": " + quoted(c.moe_experts) + " (expected 0..1024)");
   need(c.first_dense_layers >= 0,
        m.path("first_dense_layers") + ": " + quoted(c.first_dense_layers) + " (expected >= 0)");
+  // Written both: more dense layers than layers is a typo, not "all dense" (the
+  // host's validation has always refused it, in these words).
+  need(!m.has("first_dense_layers") || !m.has("n_layers") || c.first_dense_layers <= c.n_layers,
+       m.path("first_dense_layers") + ": " + quoted(c.first_dense_layers) + " exceeds " + m.path("n_layers") + " (" +
+           quoted(c.n_layers) + ")");
   bool any_dense = false, any_moe = false;
   for (int l = 0; l < c.n_layers; ++l) (c.is_moe(l) ? any_moe : any_dense) = true;
   if (any_dense) pos("ffn_hidden", c.ffn_hidden);

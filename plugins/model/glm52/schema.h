@@ -1,4 +1,8 @@
-// glm52/schema.h: JSON Schema of the `model` section (README.md, "Config options").
+// glm52/schema.h: JSON Schema of the `model` section (README.md, "Config options"),
+// the one home of the model's options and their defaults: the host validates
+// the section against it and fills its defaults; Config::resolve falls back to
+// the same defaults (schema_default) when used directly. The host owns only
+// model.type and model.max_seq_len (core's field table).
 #pragma once
 
 namespace glm52 {
@@ -8,7 +12,7 @@ inline constexpr const char* kOptionsSchema = R"JSON({
  "description": "GLM-5.2 sparse MoE transformer (CPU, fp32). Dims default to the variant's (README.md table).",
  "properties": {
   "type": {"type": "string", "description": "glm52 (alias GLM5pt2)"},
-  "variant": {"type": "string", "enum": ["nano", "tiny", "base", "large", "xl"], "default": "tiny"},
+  "variant": {"type": "string", "enum": ["nano", "tiny", "base", "large", "xl"], "default": "nano"},
   "vocab_size": {"type": "integer", "minimum": 1, "description": "explicit vocabulary size (default: the tokenizer's)"},
   "d_model": {"type": "integer", "minimum": 1},
   "n_layers": {"type": "integer", "minimum": 1},
@@ -16,11 +20,11 @@ inline constexpr const char* kOptionsSchema = R"JSON({
   "n_kv_heads": {"type": "integer", "minimum": 1, "description": "grouped KV heads; divides n_heads (default n_heads when n_heads is set)"},
   "head_dim": {"type": "integer", "minimum": 1, "maximum": 1024, "description": "default d_model / n_heads"},
   "ffn_hidden": {"type": "integer", "minimum": 1, "description": "hidden size of the dense GLU layers"},
-  "moe_experts": {"type": "integer", "minimum": 0, "maximum": 1024, "description": "routed experts E (0: every layer dense)"},
-  "moe_top_k": {"type": "integer", "minimum": 1},
+  "moe_experts": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 8, "description": "routed experts E (the tokenizer adds <expert_i> for each); default 8 whatever the variant, as the host has always filled it (used without the host: the variant's)"},
+  "moe_top_k": {"type": "integer", "minimum": 1, "default": 2, "description": "experts per token k, at most moe_experts"},
   "moe_ffn_hidden": {"type": "integer", "minimum": 1, "description": "hidden size F of each expert"},
   "moe_shared_experts": {"type": "integer", "minimum": 0, "default": 0},
-  "first_dense_layers": {"type": "integer", "minimum": 0, "description": "layers l < this use the dense GLU"},
+  "first_dense_layers": {"type": "integer", "minimum": 0, "description": "layers l < this use the dense GLU; at most n_layers"},
   "capacity_factor": {"type": "number", "default": 1.25, "description": "C = ceil(cf*N*k/E); <= 0 means dropless"},
   "eval_capacity_factor": {"type": "number", "default": 0, "description": "capacity factor of evaluation (forward_eval); <= 0 (default) means dropless, so results do not depend on evaluation.batch_size; set it to capacity_factor to evaluate with training's drops"},
   "moe_aux_loss_coef": {"type": "number", "minimum": 0, "default": 0.01},

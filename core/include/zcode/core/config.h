@@ -10,7 +10,8 @@
 // file:line:col). apply_overrides edits the raw tree. validate() checks every
 // rule, collects EVERY error, fills defaults, and only then are the typed
 // accessors meaningful (before validate() they hold the documented defaults).
-// Field reference with defaults and rules: docs/config-reference.md.
+// Field reference with defaults and rules: docs/config-reference.md (generated
+// from the schema: `cmake --build build/release --target config-reference`).
 //
 // Plugin-owned sections (model, data, optimizer, scheduler, evaluation, each
 // callbacks entry) keep every key, including plugin-specific ones such as
@@ -89,8 +90,10 @@ class SchemaProvider {
 };
 
 // ---------------------------------------------------------------------------
-// The typed tree. Defaults here are the documented defaults (also filled into
-// section_json / to_json). Enumerated strings are stored canonical (lower
+// The typed tree. The member initializers here are the defaults: the field
+// table (core/src/config_schema.cpp) writes them into the built-in schema,
+// whence they are filled into section_json / to_json and listed in
+// docs/config-reference.md. Enumerated strings are stored canonical (lower
 // case, '-' -> '_', aliases resolved).
 // ---------------------------------------------------------------------------
 
@@ -100,17 +103,17 @@ struct HardwareConfig {
   int64_t devices = 1;              ///< >= 1 (> 1: not implemented yet)
   bool mixed_precision = false;     ///< true: not implemented yet (CPU is fp32)
   int64_t num_threads = 0;          ///< compute threads, 0 = all cores
+  bool operator==(const HardwareConfig&) const = default;
 };
 
 /// `model:` section (plugin-owned; the raw section goes to the model plugin).
-/// Architecture overrides are nullopt unless set: the variant decides them.
+/// The host keeps only what it consumes itself; every other key (variant,
+/// dims, experts) is the plugin's, validated and defaulted by its options
+/// schema and read back from the plugin (info_json, estimate_memory).
 struct ModelConfig {
-  std::string type = "glm52";    ///< component name; alias GLM5pt2 -> glm52
-  std::string variant = "nano";  ///< nano | tiny | base | large | xl
-  int64_t moe_experts = 8;       ///< E, >= 1
-  int64_t moe_top_k = 2;         ///< k, 1 <= k <= moe_experts
-  int64_t max_seq_len = 1024;    ///< tokens per training window, >= 1
-  std::optional<int64_t> d_model, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, moe_ffn_hidden;
+  std::string type = "glm52";  ///< component name; alias GLM5pt2 -> glm52
+  int64_t max_seq_len = 1024;  ///< tokens per training window, >= 1 (the data loader's too)
+  bool operator==(const ModelConfig&) const = default;
 };
 
 /// `data:` section (plugin-owned by the data loader named in `loader`).
@@ -131,6 +134,7 @@ struct DataConfig {
   std::optional<std::string> cache_dir;            ///< token cache folder (loader default if unset)
   bool cross_document_attention = true;            ///< false: attention masked per document
   bool mask_document_boundary = false;             ///< true: the target of each <eos> is ignored (-1)
+  bool operator==(const DataConfig&) const = default;
 };
 
 /// `optimizer:` section (plugin-owned).
@@ -140,6 +144,7 @@ struct OptimizerConfig {
   double weight_decay = 0.01;                  ///< >= 0
   std::array<double, 2> betas = {0.9, 0.999};  ///< each in [0, 1)
   double eps = 1e-8;                           ///< > 0
+  bool operator==(const OptimizerConfig&) const = default;
 };
 
 /// `scheduler:` section (plugin-owned).
@@ -150,6 +155,7 @@ struct SchedulerConfig {
   std::optional<int64_t> decay_steps;  ///< wsd: default max_steps - warmup - stable
   double min_lr_ratio = 0.0;           ///< final lr / base lr, in [0, 1]
   double power = 1.0;                  ///< polynomial decay power, > 0
+  bool operator==(const SchedulerConfig&) const = default;
 };
 
 /// `training:` section (host-owned).
@@ -171,6 +177,7 @@ struct TrainingConfig {
   int64_t log_every = 10;                 ///< steps between log lines, >= 1
   bool deterministic = false;             ///< bit-reproducible kernels
   int64_t max_consecutive_nonfinite = 5;  ///< skipped non-finite steps before stopping, >= 1
+  bool operator==(const TrainingConfig&) const = default;
 };
 
 /// `logging:` section (host-owned).
@@ -180,6 +187,7 @@ struct LoggingConfig {
   bool wandb = false;                            ///< true: not implemented yet
   bool tensorboard = false;                      ///< true: not implemented yet
   std::string output_dir = "outputs";            ///< run folder = output_dir/experiment_name
+  bool operator==(const LoggingConfig&) const = default;
 };
 
 /// `profiling:` section (host-owned). schedule is torch.profiler's
@@ -191,6 +199,7 @@ struct ProfilingConfig {
   std::string trace_handler = "disk";  ///< disk (tensorboard: not implemented yet)
   bool profile_memory = false;
   bool profile_shapes = false;
+  bool operator==(const ProfilingConfig&) const = default;
 };
 
 /// `evaluation:` section (plugin-owned by each evaluator in `plugins`).
@@ -199,6 +208,7 @@ struct EvaluationConfig {
   std::string split = "val";                  ///< val | train
   int64_t batch_size = 8;                     ///< default: data.batch_size
   int64_t max_batches = 0;                    ///< loader batches per evaluation, 0 = the whole split
+  bool operator==(const EvaluationConfig&) const = default;
 };
 
 /// `generation:` section (host-owned; zcode-host generate).
@@ -213,6 +223,7 @@ struct GenerationConfig {
   double penalty_alpha = 0.0;       ///< contrastive degeneration penalty, [0, 1]
   std::optional<uint64_t> seed;     ///< default: the top-level seed
   std::vector<std::string> stop;    ///< stop strings
+  bool operator==(const GenerationConfig&) const = default;
 };
 
 /// One entry of the `callbacks:` list.
@@ -224,6 +235,7 @@ struct CallbackConfig {
 /// `model_card:` section.
 struct ModelCardConfig {
   std::optional<std::string> template_path;  ///< `template:` Mustache file; built-in when unset
+  bool operator==(const ModelCardConfig&) const = default;
 };
 
 /// The whole experiment config. Copyable (a deep copy).
