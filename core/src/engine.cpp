@@ -20,6 +20,8 @@
 #include <zcode/core/run_dir.h>
 #include <zcode/core/train_step.h>
 
+#include "trace.h"
+
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -751,38 +753,8 @@ struct Engine::Impl {
     StepSink sink;
     std::string ev;  // STEP_END metrics, reused
     ev.reserve(4096);
-    struct Span {
-      const char* name;
-      double ts_us, dur_us;
-    };
-    // Tracing: every step of `zcode-host profile`; with profiling.enabled in a
-    // run, the active steps of torch.profiler's schedule: cycles of wait,
-    // warmup, active steps, `repeat` times (0 = for ever), counted from 1.
-    const ProfilingConfig& pc = cfg.profiling();
-    const bool tracing = profiling || pc.enabled;
-    auto traced = [&](uint64_t update) {
-      if (profiling) return true;
-      if (!pc.enabled) return false;
-      const uint64_t cycle = static_cast<uint64_t>(pc.wait + pc.warmup + pc.active);
-      if (cycle == 0 || pc.active <= 0) return false;
-      const uint64_t i = update - 1;
-      if (pc.repeat > 0 && i / cycle >= static_cast<uint64_t>(pc.repeat)) return false;
-      return i % cycle >= static_cast<uint64_t>(pc.wait + pc.warmup);
-    };
-    std::vector<Span> trace;
-    if (tracing)
-      trace.reserve(static_cast<size_t>(profiling ? profile_steps
-                                                  : std::max<int64_t>(1, pc.active * std::max<int64_t>(1, pc.repeat))) *
-                        8 +
-                    16);
-    std::vector<std::pair<double, double>> rss;  // (ts_us, resident MiB) when profile_memory
-    bool trace_now = false;
-    const auto t_origin = Clock::now();
-    auto span = [&](const char* name, Clock::time_point t0) {
-      if (trace_now)
-        trace.push_back({name, std::chrono::duration<double, std::micro>(t0 - t_origin).count(),
-                         std::chrono::duration<double, std::micro>(Clock::now() - t0).count()});
-    };
+    core::Trace trace(cfg.profiling(), profile_steps,
+                      {tc.gradient_accumulation, cfg.data().batch_size, cfg.model().max_seq_len});
     double ema_step_ms = 0;
     bool stop_requested_by_callback = false, interrupted = false;
     int exit_code = kExitOk;
@@ -798,7 +770,7 @@ struct Engine::Impl {
 
     while (step < max_steps) {
       const auto t_step = Clock::now();
-      trace_now = tracing && traced(step + 1);
+      trace.begin_step(step + 1);
       // 1. Data: hold the step's micro-batches (the loader's memory is reused).
       acc.clear();
       double wait_ms = 0;
@@ -819,7 +791,7 @@ struct Engine::Impl {
         }
         check_plugin_call(*train_data.component(), "next_batch", ds);
         wait_ms += ms_since(t0);
-        span("data_wait", t0);
+        trace.span("data_wait", t0);
         if (!has) throw RunFailure("data: the train split ended (a train loader must cycle epochs)", kExitRuntimeError);
         acc.add(b);
       }
@@ -833,7 +805,7 @@ struct Engine::Impl {
             acc.run(mt, model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
         check_plugin_call(*optimizer.component(), "update_hessian",
                           ot->update_hessian(optimizer.get(), acc.target_tokens()));
-        span("hessian", t0);
+        trace.span("hessian", t0);
       }
       // 3. Forward/backward over the micro-batches, loss / step tokens.
       sink.reset();
@@ -842,30 +814,22 @@ struct Engine::Impl {
         const auto t0 = Clock::now();
         check_plugin_call(*model.component(), "forward_backward",
                           acc.run(mt, model.get(), tc.loss_scale, &sink.sink, &loss));
-        span("forward_backward", t0);
+        trace.span("forward_backward", t0);
       }
       // 4. Clip, guard, lr, update.
       auto t0 = Clock::now();
       const double norm = core::clip_grad_norm(params, tc.clip_grad_norm);
-      span("clip_grad_norm", t0);
+      trace.span("clip_grad_norm", t0);
       double lr = 0;
       check_plugin_call(*scheduler.component(), "lr", st_->lr(scheduler.get(), step, cfg.optimizer().lr, &lr));
       const auto action = guard->check(step, loss, norm);
       if (action == core::NonfiniteGuard::Action::kApply) {
         t0 = Clock::now();
         check_plugin_call(*optimizer.component(), "step", ot->step(optimizer.get(), lr, update));
-        span("optimizer_step", t0);
+        trace.span("optimizer_step", t0);
       }
       step = update;
-      if (trace_now && pc.profile_memory) {
-        long pages = 0, resident = 0;
-        if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
-          if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-          std::fclose(f);
-        }
-        rss.emplace_back(std::chrono::duration<double, std::micro>(Clock::now() - t_origin).count(),
-                         static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20));
-      }
+      trace.sample_memory();
       const int64_t step_tokens = acc.target_tokens();
       tokens_seen += static_cast<uint64_t>(step_tokens);
       if (action == core::NonfiniteGuard::Action::kStop) {
@@ -917,31 +881,8 @@ struct Engine::Impl {
         break;
       }
     }
-    if (tracing) {
-      // Chrome trace event format: complete events ("X") per phase, counter
-      // events ("C") for resident memory; shapes as args when profile_shapes.
-      std::string j = "{\"traceEvents\":[";
-      char b[320];
-      for (size_t i = 0; i < trace.size(); ++i) {
-        std::snprintf(b, sizeof b, "%s{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":1",
-                      i ? "," : "", trace[i].name, trace[i].ts_us, trace[i].dur_us);
-        j += b;
-        if (pc.profile_shapes && std::strcmp(trace[i].name, "forward_backward") == 0) {
-          std::snprintf(b, sizeof b, ",\"args\":{\"micro_batches\":%lld,\"batch_size\":%lld,\"seq\":%lld}",
-                        static_cast<long long>(tc.gradient_accumulation), static_cast<long long>(cfg.data().batch_size),
-                        static_cast<long long>(cfg.model().max_seq_len));
-          j += b;
-        }
-        j += "}";
-      }
-      for (const auto& [ts, mib] : rss) {
-        std::snprintf(b, sizeof b,
-                      "%s{\"name\":\"memory\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":1,\"args\":{\"rss_mib\":%.3f}}",
-                      j.size() > 16 ? "," : "", ts, mib);
-        j += b;
-      }
-      j += "],\"displayTimeUnit\":\"ms\"}\n";
-      ckpt::write_file_atomic(run_dir / "trace.json", j);
+    if (trace.enabled()) {
+      trace.write(run_dir / "trace.json");
       log::info(
           "Trace of " +
           std::string(profiling ? std::to_string(profile_steps) + " steps" : "the profiling.schedule's active steps") +
