@@ -10,7 +10,6 @@
 //     metrics.json, `model_card` renders model_card.md from the TEARDOWN summary.
 #include <zcode/core/engine.h>
 
-#include <zcode/core/build_info.h>
 #include <zcode/core/checkpoint.h>
 #include <zcode/core/config.h>
 #include <zcode/core/host_services.h>
@@ -42,7 +41,6 @@
 namespace zcode {
 
 namespace fs = std::filesystem;
-namespace st = zcode::sdk::safetensors;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -189,35 +187,6 @@ struct MapSink {
     s->values.emplace_back(s->prefix + name, v);
   }
 };
-
-// ---- state writer / reader adapters -----------------------------------------
-
-struct WriterCtx {
-  st::Writer* tensors = nullptr;
-  std::string prefix;
-  std::string json;
-  bool json_set = false;
-  std::string stage;
-};
-
-zc_status* writer_put_tensor(void* ctx, const char* name, const DLTensor* t) {
-  auto* c = static_cast<WriterCtx*>(ctx);
-  try {
-    if (!name || !t) return make_status(ZC_ERR_INVALID_ARGUMENT, "save_state: NULL tensor or name");
-    c->tensors->add(c->prefix + name, *t);
-    return nullptr;
-  } catch (const std::exception& e) {
-    return make_status(ZC_ERR_INVALID_ARGUMENT, c->stage + ": save_state: " + e.what());
-  }
-}
-
-zc_status* writer_put_json(void* ctx, const char* json, size_t len) {
-  auto* c = static_cast<WriterCtx*>(ctx);
-  if (c->json_set) return make_status(ZC_ERR_INVALID_ARGUMENT, c->stage + ": save_state: put_json called twice");
-  c->json.assign(json ? json : "", json ? len : 0);
-  c->json_set = true;
-  return nullptr;
-}
 
 // ---- signals ----------------------------------------------------------------
 
@@ -492,33 +461,37 @@ struct Engine::Impl {
 
   // ---- state -------------------------------------------------------------------
 
+  // Every stage with state, under its state.json key, and the file its
+  // tensors go to.
   struct StageSlot {
     std::string key;
     const StageInstance* inst;
-    int file;  // 0 model, 1 optimizer, 2 extra
+    ckpt::TensorFile file;
   };
   std::vector<StageSlot> stage_slots() const {
+    using ckpt::TensorFile;
     std::vector<StageSlot> s;
-    if (tokenizer) s.push_back({"tokenizer", &tokenizer, 2});
-    if (train_data) s.push_back({"data.train", &train_data, 2});
-    if (model) s.push_back({"model", &model, 0});
-    if (optimizer) s.push_back({"optimizer", &optimizer, 1});
-    if (scheduler) s.push_back({"scheduler", &scheduler, 2});
-    for (const auto& [n, e] : evaluators) s.push_back({"evaluation." + n, &e, 2});
-    for (const auto& [n, c] : callbacks) s.push_back({n, &c, 2});
+    if (tokenizer) s.push_back({"tokenizer", &tokenizer, TensorFile::kExtra});
+    if (train_data) s.push_back({"data.train", &train_data, TensorFile::kExtra});
+    if (model) s.push_back({"model", &model, TensorFile::kModel});
+    if (optimizer) s.push_back({"optimizer", &optimizer, TensorFile::kOptimizer});
+    if (scheduler) s.push_back({"scheduler", &scheduler, TensorFile::kExtra});
+    for (const auto& [n, e] : evaluators) s.push_back({"evaluation." + n, &e, TensorFile::kExtra});
+    for (const auto& [n, c] : callbacks) s.push_back({n, &c, TensorFile::kExtra});
     return s;
   }
 
-  std::string engine_state_json() const {
-    std::string s = "{";
-    json_num(s, "step", static_cast<double>(step));
-    json_num(s, "tokens_seen", static_cast<double>(tokens_seen));
-    json_num(s, "best_val_loss", best_val_loss);
-    json_num(s, "best_step", static_cast<double>(best_step));
-    json_num(s, "wall_time_s", wall_s_before + elapsed_s());
-    s += ",\"nonfinite_guard\":" + (guard ? guard->state_json() : std::string("{}"));
-    s += ",\"last_train\":" + last_train_json + ",\"last_val\":" + last_val_json + "}";
-    return s;
+  ckpt::EngineState engine_state() const {
+    ckpt::EngineState e;
+    e.step = step;
+    e.tokens_seen = tokens_seen;
+    e.best_val_loss = best_val_loss;
+    e.best_step = best_step;
+    e.wall_time_s = wall_s_before + elapsed_s();
+    if (guard) e.nonfinite_guard = guard->state_json();
+    e.last_train = last_train_json;
+    e.last_val = last_val_json;
+    return e;
   }
 
   Clock::time_point run_start = Clock::now();
@@ -527,61 +500,24 @@ struct Engine::Impl {
   fs::path save_checkpoint() {
     ckpt::CheckpointContents c;
     c.step = step;
-    std::string stages = "{";
+    ckpt::StateRecord r;
+    r.step = step;
+    r.max_steps = cfg.training().max_steps;
+    r.seed = cfg.seed();
+    r.engine = engine_state();
     for (const auto& slot : stage_slots()) {
-      WriterCtx ctx;
-      ctx.stage = slot.key;
-      ctx.tensors = slot.file == 0 ? &c.model : slot.file == 1 ? &c.optimizer : &c.extra;
-      if (slot.file == 2) ctx.prefix = slot.key + "/";
-      zc_state_writer w{sizeof(zc_state_writer), 0, &ctx, &writer_put_tensor, &writer_put_json};
+      ckpt::StateWriterView w(&c.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key), slot.key);
       check_plugin_call(*slot.inst->component(), "save_state",
-                        slot.inst->component()->base()->save_state(slot.inst->get(), &w));
-      if (stages.size() > 1) stages += ",";
-      stages += json_escape(slot.key) + ":";
-      if (!ctx.json_set) stages += "null";
-      else if (is_json(ctx.json)) stages += ctx.json;
-      else stages += json_escape(ctx.json);  // not JSON: kept verbatim as a string
+                        slot.inst->component()->base()->save_state(slot.inst->get(), w.get()));
+      r.stages.push_back({slot.key, slot.inst->component(), w.json()});
     }
-    stages += "}";
-    // The plugin files that made this checkpoint (environment snapshot).
-    std::string plugins = "[";
-    for (const auto& slot : stage_slots()) {
-      const Component* c = slot.inst->component();
-      if (plugins.size() > 1) plugins += ",";
-      plugins += "{\"stage\":" + json_escape(slot.key) + ",\"component\":" + json_escape(c->name);
-      if (c->file) {
-        plugins += ",\"plugin\":" + json_escape(c->file->name) + ",\"version\":" + json_escape(c->file->version);
-        plugins += ",\"file\":" + json_escape(c->file->path.string());
-        plugins += ",\"abi\":\"" + std::to_string(c->file->abi_major) + "." + std::to_string(c->file->abi_minor) + "\"";
-      }
-      plugins += "}";
-    }
-    plugins += "]";
-    const std::string overrides = [&] {
-      std::string o = "[";
-      for (const auto& s : cfg.overrides()) {
-        if (o.size() > 1) o += ",";
-        o += json_escape(s);
-      }
-      return o + "]";
-    }();
-    // The folder the config's relative paths resolve against, for evaluate
-    // and generate with the stored config from another folder.
     std::error_code cwd_ec;
     const fs::path cwd = fs::current_path(cwd_ec);
-    std::string state =
-        "{\"format\":\"zcode-checkpoint/1\",\"step\":" + std::to_string(step) +
-        ",\"max_steps\":" + std::to_string(cfg.training().max_steps) + ",\"seed\":" + std::to_string(cfg.seed()) +
-        ",\"rng\":{\"note\":\"every random stream is derived from seed and a stream name "
-        "(zc_host_services.derive_seed); "
-        "stages keep their own generator state in stages.<name>\",\"seed\":" +
-        std::to_string(cfg.seed()) + "}" + ",\"engine\":" + engine_state_json() + ",\"stages\":" + stages +
-        (cwd_ec ? std::string() : ",\"cwd\":" + json_escape(cwd.string())) + ",\"config\":" + config_json +
-        ",\"config_sha256\":\"" + ckpt::sha256_hex(config_json.data(), config_json.size()) +
-        "\",\"overrides\":" + overrides +
-        ",\"git_commit\":\"" ZCODE_GIT_COMMIT "\",\"environment\":" + rundir::environment_json(host->num_threads()) +
-        ",\"plugins\":" + plugins + "}";
-    c.state_json = std::move(state);
+    if (!cwd_ec) r.cwd = cwd;
+    r.config_json = config_json;
+    r.overrides = cfg.overrides();
+    r.environment_json = rundir::environment_json(host->num_threads());
+    c.state_json = ckpt::state_json(r);
     fs::path dir = ckpt::write_checkpoint(run_dir / "checkpoints", c, cfg.training().keep_last_n);
     log::info("Checkpoint saved to " + dir.string());
     emit(ZC_EVENT_CHECKPOINT, "{\"path\":" + json_escape(dir.string()) + ",\"step\":" + std::to_string(step) + "}");
@@ -637,47 +573,25 @@ struct Engine::Impl {
 
   // Loads every stage's state from a verified checkpoint. `only_model` for evaluate/generate.
   void restore(const ckpt::LoadedCheckpoint& ck, bool only_model) {
-    rapidjson::Document state;
-    state.Parse<rapidjson::kParseFullPrecisionFlag>(ck.state_json.c_str());
-    const rapidjson::Value* stages =
-        state.HasMember("stages") && state["stages"].IsObject() ? &state["stages"] : nullptr;
+    const ckpt::StoredState state = ckpt::read_state(ck);
     for (const auto& slot : stage_slots()) {
       if (only_model && slot.key != "model") continue;
       std::string json;
-      const st::Reader* r = slot.file == 0 ? ck.model.get() : slot.file == 1 ? ck.optimizer.get() : ck.extra.get();
-      if (stages && stages->HasMember(slot.key.c_str())) {
-        const auto& v = (*stages)[slot.key.c_str()];
-        if (v.IsString()) json.assign(v.GetString(), v.GetStringLength());
-        else if (!v.IsNull()) {
-          rapidjson::StringBuffer sb;
-          rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-          v.Accept(w);
-          json = sb.GetString();
-        }
-      } else if (!only_model) {
-        log::warn("resume: the checkpoint has no state for " + slot.key + " (it starts fresh)");
-      }
-      ckpt::StateReaderView rd(r, slot.file == 2 ? slot.key + "/" : "", std::move(json));
+      if (const std::string* j = state.stage(slot.key)) json = *j;
+      else if (!only_model) log::warn("resume: the checkpoint has no state for " + slot.key + " (it starts fresh)");
+      ckpt::StateReaderView rd(ck.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key), std::move(json));
       check_plugin_call(*slot.inst->component(), "load_state",
                         slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
     }
     if (only_model) return;
     resumed = true;
     step = ck.step;
-    if (state.HasMember("engine") && state["engine"].IsObject()) {
-      const auto& e = state["engine"];
-      auto num = [&](const char* k, double d) { return e.HasMember(k) && e[k].IsNumber() ? e[k].GetDouble() : d; };
-      tokens_seen = static_cast<uint64_t>(num("tokens_seen", 0));
-      best_val_loss =
-          e.HasMember("best_val_loss") && e["best_val_loss"].IsNumber() ? e["best_val_loss"].GetDouble() : INFINITY;
-      best_step = static_cast<uint64_t>(num("best_step", 0));
-      wall_s_before = num("wall_time_s", 0);
-      if (e.HasMember("nonfinite_guard") && guard) {
-        rapidjson::StringBuffer sb;
-        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-        e["nonfinite_guard"].Accept(w);
-        guard->load_state_json(sb.GetString());
-      }
+    if (state.engine) {
+      tokens_seen = state.engine->tokens_seen;
+      best_val_loss = state.engine->best_val_loss;
+      best_step = state.engine->best_step;
+      wall_s_before = state.engine->wall_time_s;
+      if (!state.engine->nonfinite_guard.empty() && guard) guard->load_state_json(state.engine->nonfinite_guard);
     }
   }
 
@@ -1015,14 +929,7 @@ int Engine::run() {
                              ", past training.max_steps = " + std::to_string(max_steps) +
                              " (raise training.max_steps, or resume from an earlier checkpoint)",
                          kExitUsageError);
-      rapidjson::Document st;
-      st.Parse(ck->state_json.c_str());
-      if (st.HasMember("config")) {
-        rapidjson::StringBuffer sb;
-        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-        st["config"].Accept(w);
-        m.compare_configs(sb.GetString());
-      }
+      if (const auto stored = ckpt::read_state(*ck).config) m.compare_configs(*stored);
     }
     m.write_run_config();
     m.guard = std::make_unique<core::NonfiniteGuard>(

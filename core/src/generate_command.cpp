@@ -9,8 +9,6 @@
 #include <zcode/sdk/buffers.h>
 
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <thread>
@@ -152,21 +150,9 @@ int run_command(const Command& c, std::ostream& out) {
     StageInstance model(registry.require(ZC_KIND_MODEL, cfg.model().type, "model.type"),
                         args(model_opts, tokenizer.ref()));
     {
-      rapidjson::Document st;
-      st.Parse(ck->state_json.c_str());
-      std::string json;
-      if (st.IsObject() && st.HasMember("stages") && st["stages"].IsObject() && st["stages"].HasMember("model") &&
-          !st["stages"]["model"].IsNull()) {
-        const auto& v = st["stages"]["model"];
-        if (v.IsString()) json = v.GetString();
-        else {
-          rapidjson::StringBuffer sb;
-          rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-          v.Accept(w);
-          json = sb.GetString();
-        }
-      }
-      ckpt::StateReaderView rd(ck->model.get(), "", std::move(json));
+      const ckpt::StoredState state = ckpt::read_state(*ck);
+      const std::string* json = state.stage("model");
+      ckpt::StateReaderView rd(ck->tensors(ckpt::TensorFile::kModel), "", json ? *json : std::string());
       check_plugin_call(*model.component(), "load_state", model.component()->base()->load_state(model.get(), rd.get()));
     }
     const auto* tt = tokenizer.component()->as<zc_tokenizer_table>();

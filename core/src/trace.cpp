@@ -17,10 +17,11 @@ Trace::Trace(const ProfilingConfig& pc, int profile_steps, Shapes shapes)
   // Reserved up front so that recording a span does not allocate in the
   // steps being measured (about 8 spans a step).
   if (enabled_)
-    spans_.reserve(
-        static_cast<size_t>(every_step_ ? profile_steps : std::max<int64_t>(1, pc.active * std::max<int64_t>(1, pc.repeat))) *
-            8 +
-        16);
+    spans_.reserve(static_cast<size_t>(every_step_
+                                           ? profile_steps
+                                           : std::max<int64_t>(1, pc.active * std::max<int64_t>(1, pc.repeat))) *
+                       8 +
+                   16);
 }
 
 bool Trace::scheduled(uint64_t update) const {
