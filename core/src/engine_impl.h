@@ -12,6 +12,7 @@
 #include <zcode/core/engine.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/registry.h>
+#include <zcode/core/stage_factory.h>
 #include <zcode/core/train_step.h>
 
 #include <chrono>
@@ -56,6 +57,7 @@ struct Engine::Impl {
   std::string config_json;
   std::unique_ptr<Registry> registry;
   std::unique_ptr<HostServices> host;
+  std::unique_ptr<StageFactory> stages;  // over registry, host, config_json, run_dir
 
   // Stages (declaration order = reverse destruction order: dependents last).
   StageInstance tokenizer, train_data, val_data, model, optimizer, scheduler;
@@ -82,8 +84,6 @@ struct Engine::Impl {
 
   // ---- setup (engine_setup.cpp) ----------------------------------------------
   void make_registry();
-  zc_create_args args(const std::string& options, zc_stage_ref tok = {}, zc_stage_ref mdl = {},
-                      const char* split = nullptr) const;
   void create_tokenizer();
   // The memory estimate (see Engine::preflight): logged, then checked
   // against what the machine has left, before any buffer exists.

@@ -51,27 +51,15 @@ void Engine::Impl::make_registry() {
   int threads = static_cast<int>(cfg.hardware().num_threads);
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   host = std::make_unique<HostServices>(cfg.seed(), threads, DLDevice{kDLCPU, 0});
-}
-
-zc_create_args Engine::Impl::args(const std::string& options, zc_stage_ref tok, zc_stage_ref mdl,
-                                  const char* split) const {
-  zc_create_args a{};
-  a.struct_size = sizeof(zc_create_args);
-  a.host = host->raw();
-  a.options_json = options.c_str();
-  a.config_json = config_json.c_str();
-  a.run_dir = run_dir.c_str();
-  a.tokenizer = tok;
-  a.model = mdl;
-  a.split = split;
-  return a;
+  // run_dir is read at each create: the tokenizer of preflight gets "" (no
+  // run folder yet), the stages after open_run_dir get the folder.
+  stages = std::make_unique<StageFactory>(*registry, *host, config_json, run_dir);
 }
 
 void Engine::Impl::create_tokenizer() {
   if (tokenizer) return;  // preflight created it
-  const std::string tok_opts = cfg.section_json("data.tokenizer");
-  const auto& tc = registry->require(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer");
-  tokenizer = StageInstance(tc, args(tok_opts));
+  tokenizer = stages->create(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer",
+                             cfg.section_json("data.tokenizer"));
 }
 
 void Engine::Impl::check_memory(bool training) {
@@ -80,7 +68,8 @@ void Engine::Impl::check_memory(bool training) {
   const Component* oc =
       training ? &registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name") : nullptr;
   const std::string opt_opts = cfg.section_json("optimizer");
-  const MemoryEstimate est = estimate_run_memory(mc, args(model_opts, tokenizer.ref()), oc, args(opt_opts));
+  const MemoryEstimate est =
+      estimate_run_memory(mc, stages->args(model_opts, {.tokenizer = tokenizer.ref()}), oc, stages->args(opt_opts));
   const auto avail = available_memory_bytes();
   char b[64];
   std::snprintf(b, sizeof b, "%.1f MiB", avail ? static_cast<double>(*avail) / (1024.0 * 1024.0) : 0.0);
@@ -107,25 +96,20 @@ void Engine::Impl::preflight(bool training) {
 
 void Engine::Impl::create_core_stages(bool training) {
   create_tokenizer();
-  const std::string model_opts = cfg.section_json("model");
-  const auto& mc = registry->require(ZC_KIND_MODEL, cfg.model().type, "model.type");
-  model = StageInstance(mc, args(model_opts, tokenizer.ref()));
+  model = stages->create(ZC_KIND_MODEL, cfg.model().type, "model.type", cfg.section_json("model"),
+                         {.tokenizer = tokenizer.ref()});
   if (training) {
-    const std::string data_opts = cfg.section_json("data");
-    const auto& dc = registry->require(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader");
-    train_data = StageInstance(dc, args(data_opts, tokenizer.ref(), {}, "train"));
-    const std::string opt_opts = cfg.section_json("optimizer");
-    const auto& oc = registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name");
-    optimizer = StageInstance(oc, args(opt_opts, {}, model.ref()));
-    const std::string sch_opts = cfg.section_json("scheduler");
-    const auto& sc = registry->require(ZC_KIND_SCHEDULER, cfg.scheduler().type, "scheduler.type");
-    scheduler = StageInstance(sc, args(sch_opts));
+    train_data = stages->create(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader", cfg.section_json("data"),
+                                {.tokenizer = tokenizer.ref(), .split = "train"});
+    optimizer = stages->create(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name", cfg.section_json("optimizer"),
+                               {.model = model.ref()});
+    scheduler =
+        stages->create(ZC_KIND_SCHEDULER, cfg.scheduler().type, "scheduler.type", cfg.section_json("scheduler"));
   }
   const std::string eval_opts = cfg.section_json("evaluation");
-  for (const auto& name : cfg.evaluation().plugins) {
-    const auto& ec = registry->require(ZC_KIND_EVALUATOR, name, "evaluation.plugins");
-    evaluators.emplace_back(name, StageInstance(ec, args(eval_opts, tokenizer.ref(), model.ref())));
-  }
+  for (const auto& name : cfg.evaluation().plugins)
+    evaluators.emplace_back(name, stages->create(ZC_KIND_EVALUATOR, name, "evaluation.plugins", eval_opts,
+                                                 {.tokenizer = tokenizer.ref(), .model = model.ref()}));
 }
 
 void Engine::Impl::create_callbacks() {
@@ -138,7 +122,6 @@ void Engine::Impl::create_callbacks() {
   const bool no_bar = quiet || json;
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string where = "callbacks[" + std::to_string(i) + "].type";
-    const auto& cc = registry->require(ZC_KIND_CALLBACK, list[i].type, where);
     std::string options = list[i].options_json;
     if (no_bar && list[i].type == "console") {
       rapidjson::Document d;
@@ -157,16 +140,16 @@ void Engine::Impl::create_callbacks() {
       }
     }
     callbacks.emplace_back("callbacks[" + std::to_string(i) + "]." + list[i].type,
-                           StageInstance(cc, args(options, tokenizer.ref(), model.ref())));
+                           stages->create(ZC_KIND_CALLBACK, list[i].type, where, options,
+                                          {.tokenizer = tokenizer.ref(), .model = model.ref()}));
   }
 }
 
 const StageInstance& Engine::Impl::eval_data(const std::string& split) {
   StageInstance& slot = split == "train" ? eval_train_data : val_data;
   if (!slot) {
-    const std::string data_opts = cfg.section_json("data");
-    const auto& dc = registry->require(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader");
-    slot = StageInstance(dc, args(data_opts, tokenizer.ref(), {}, split == "train" ? "train" : "val"));
+    slot = stages->create(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader", cfg.section_json("data"),
+                          {.tokenizer = tokenizer.ref(), .split = split == "train" ? "train" : "val"});
   }
   return slot;
 }
