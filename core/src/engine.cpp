@@ -16,6 +16,7 @@
 
 #include "engine_impl.h"
 #include "resume.h"
+#include "step_metrics.h"
 #include "trace.h"
 
 #include <rapidjson/document.h>
@@ -25,13 +26,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <map>
-#include <optional>
-#include <thread>
 
 namespace zcode {
 
@@ -39,64 +35,6 @@ namespace fs = std::filesystem;
 using namespace engine_detail;
 
 namespace {
-
-// ---- metrics sink -----------------------------------------------------------
-
-// The keys the engine itself writes into a STEP_END event (a model metric of
-// the same name is not repeated: JSON objects must not have duplicate keys).
-bool engine_step_key(std::string_view name) {
-  static constexpr std::string_view kKeys[] = {"loss",         "lr",           "grad_norm",    "tokens",
-                                               "tokens_per_s", "step_time_ms", "data_wait_ms", "data_wait_fraction",
-                                               "eta_s",        "skipped"};
-  for (std::string_view k : kKeys)
-    if (k == name) return true;
-  return false;
-}
-
-// Collects the model's per-micro-batch metrics into per-step values: loss-like
-// quantities and token counts are summed over micro-batches (each micro-batch
-// loss is already divided by the step's token count), everything else
-// (moe_load_<e>, fractions) is averaged. Names are interned on first sight, so
-// steady-state steps do not allocate.
-struct StepSink {
-  struct Entry {
-    std::string name;
-    double sum = 0;
-    int count = 0;
-    bool additive = false;
-  };
-  std::vector<Entry> entries;
-  zc_metrics_sink sink{this, &StepSink::put_thunk};
-
-  static void put_thunk(void* ctx, const char* name, double v) { static_cast<StepSink*>(ctx)->put(name, v); }
-  void put(const char* name, double v) {
-    for (Entry& e : entries)
-      if (e.name == name) {
-        e.sum += v;
-        ++e.count;
-        return;
-      }
-    Entry e;
-    e.name = name;
-    e.sum = v;
-    e.count = 1;
-    e.additive = e.name == "loss" || e.name == "ce_loss" || e.name == "aux_loss" || e.name == "z_loss" ||
-                 e.name == "tokens" || e.name == "dropped_tokens";
-    entries.push_back(std::move(e));
-  }
-  void reset() {
-    for (Entry& e : entries) {
-      e.sum = 0;
-      e.count = 0;
-    }
-  }
-  double value(const Entry& e) const { return e.additive ? e.sum : (e.count ? e.sum / e.count : 0); }
-  std::optional<double> get(std::string_view name) const {
-    for (const Entry& e : entries)
-      if (e.name == name && e.count) return value(e);
-    return std::nullopt;
-  }
-};
 
 // ---- signals ----------------------------------------------------------------
 
@@ -150,274 +88,195 @@ uint32_t Engine::Impl::emit(zc_event_kind kind, const std::string& metrics_json)
   return all;
 }
 
-std::vector<Engine::Impl::StageSlot> Engine::Impl::stage_slots() const {
-  using ckpt::TensorFile;
-  std::vector<StageSlot> s;
-  if (tokenizer) s.push_back({"tokenizer", &tokenizer, TensorFile::kExtra});
-  if (train_data) s.push_back({"data.train", &train_data, TensorFile::kExtra});
-  if (model) s.push_back({"model", &model, TensorFile::kModel});
-  if (optimizer) s.push_back({"optimizer", &optimizer, TensorFile::kOptimizer});
-  if (scheduler) s.push_back({"scheduler", &scheduler, TensorFile::kExtra});
-  for (const auto& [n, e] : evaluators) s.push_back({"evaluation." + n, &e, TensorFile::kExtra});
-  for (const auto& [n, c] : callbacks) s.push_back({n, &c, TensorFile::kExtra});
-  return s;
-}
-
-ckpt::EngineState Engine::Impl::engine_state() const {
-  ckpt::EngineState e;
-  e.step = step;
-  e.tokens_seen = tokens_seen;
-  e.best_val_loss = best_val_loss;
-  e.best_step = best_step;
-  e.wall_time_s = wall_s_before + elapsed_s();
-  if (guard) e.nonfinite_guard = guard->state_json();
-  e.last_train = last_train_json;
-  e.last_val = last_val_json;
-  return e;
-}
-
 double Engine::Impl::elapsed_s() const { return std::chrono::duration<double>(Clock::now() - run_start).count(); }
-
-fs::path Engine::Impl::save_checkpoint() {
-  ckpt::CheckpointContents c;
-  c.step = step;
-  ckpt::StateRecord r;
-  r.step = step;
-  r.max_steps = cfg.training().max_steps;
-  r.seed = cfg.seed();
-  r.engine = engine_state();
-  for (const auto& slot : stage_slots()) {
-    ckpt::StateWriterView w(&c.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key), slot.key);
-    check_plugin_call(*slot.inst->component(), "save_state",
-                      slot.inst->component()->base()->save_state(slot.inst->get(), w.get()));
-    r.stages.push_back({slot.key, slot.inst->component(), w.json()});
-  }
-  std::error_code cwd_ec;
-  const fs::path cwd = fs::current_path(cwd_ec);
-  if (!cwd_ec) r.cwd = cwd;
-  r.config_json = config_json;
-  r.overrides = cfg.overrides();
-  r.environment_json = rundir::environment_json(host->num_threads());
-  c.state_json = ckpt::state_json(r);
-  fs::path dir = ckpt::write_checkpoint(run_dir / "checkpoints", c, cfg.training().keep_last_n);
-  log::info("Checkpoint saved to " + dir.string());
-  sdk::json::Writer ev;
-  ev.begin_object().key("path").string(dir.string()).key("step").integer(step).end_object();
-  emit(ZC_EVENT_CHECKPOINT, ev.str());
-  return dir;
-}
-
-void Engine::Impl::restore(const ckpt::LoadedCheckpoint& ck, bool only_model) {
-  const ckpt::StoredState state = ckpt::read_state(ck);
-  for (const auto& slot : stage_slots()) {
-    if (only_model && slot.key != "model") continue;
-    std::string json;
-    if (const std::string* j = state.stage(slot.key)) json = *j;
-    else if (!only_model) log::warn("resume: the checkpoint has no state for " + slot.key + " (it starts fresh)");
-    ckpt::StateReaderView rd(ck.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key), std::move(json));
-    check_plugin_call(*slot.inst->component(), "load_state",
-                      slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
-  }
-  if (only_model) return;
-  resumed = true;
-  step = ck.step;
-  if (state.engine) {
-    tokens_seen = state.engine->tokens_seen;
-    best_val_loss = state.engine->best_val_loss;
-    best_step = state.engine->best_step;
-    wall_s_before = state.engine->wall_time_s;
-    if (!state.engine->nonfinite_guard.empty() && guard) guard->load_state_json(state.engine->nonfinite_guard);
-  }
-}
-
-std::string Engine::Impl::summary_json(bool interrupted) const {
-  auto [total, active] = num_params();
-  const double wall = wall_s_before + elapsed_s();
-  // Numbers as %.17g, as the callbacks (model_card, metrics_json) have always read them.
-  sdk::json::Writer w;
-  w.begin_object();
-  w.key("step").number(static_cast<double>(step), 17);
-  w.key("max_steps").number(static_cast<double>(cfg.training().max_steps), 17);
-  w.key("tokens_seen").number(static_cast<double>(tokens_seen), 17);
-  w.key("wall_time_s").number(wall, 17);
-  w.key("num_threads").number(host->num_threads(), 17);
-  w.key("cpu_core_hours").number(wall * host->num_threads() / 3600.0, 17);
-  w.key("params_total").number(static_cast<double>(total), 17);
-  w.key("params_active").number(static_cast<double>(active), 17);
-  w.key("best_val_loss").number(best_val_loss, 17);
-  w.key("best_step").number(static_cast<double>(best_step), 17);
-  w.key("interrupted").boolean(interrupted);
-  w.key("experiment_name").string(cfg.experiment_name());
-  w.key("run_dir").string(run_dir.string());
-  w.key("cpu_model").string(rundir::cpu_model());
-  w.key("final_train").raw(last_train_json).key("final_val").raw(last_val_json);
-  w.key("model_info").raw(model_info()).key("tokenizer_info").raw(tokenizer_info());
-  w.key("provenance").raw(provenance());
-  w.key("environment").raw(rundir::environment_json(host->num_threads()));
-  w.key("config").raw(config_json);
-  w.end_object();
-  return w.str();
-}
-
-void Engine::Impl::open_run_dir(bool resume, bool overwrite) {
-  run_dir = fs::path(cfg.logging().output_dir) / cfg.experiment_name();
-  const bool reused = rundir::prepare(run_dir, resume, overwrite);
-  run_dir_opened = !resume;
-  log::open_file(run_dir / "logs" / "console.log");
-  if (reused)
-    log::info("Reusing " + run_dir.string() +
-              ": it holds only what a start that failed before its first step left (config.yaml, logs/, "
-              "a step-0 metrics.json; logs/console.log is appended to)");
-}
-
-void Engine::Impl::write_run_config() const {
-  std::string yaml = rundir::kResolvedConfigHeader;
-  if (!opts.config_path.empty()) yaml += "; from " + opts.config_path;
-  yaml += "\n";
-  for (const auto& o : cfg.overrides()) yaml += "# --set " + o + "\n";
-  std::error_code ec;
-  const fs::path cwd = fs::current_path(ec);
-  yaml += ec ? cfg.to_yaml() : cfg.to_yaml_absolute_paths(cwd);
-  if (!yaml.empty() && yaml.back() != '\n') yaml += "\n";
-  ckpt::write_file_atomic(run_dir / "config.yaml", yaml);
-}
 
 // ---- the loop -----------------------------------------------------------------
 
-int Engine::Impl::train(int profile_steps) {
-  const TrainingConfig& tc = cfg.training();
-  const bool profiling = profile_steps > 0;
-  const uint64_t max_steps =
-      profiling ? step + static_cast<uint64_t>(profile_steps) : static_cast<uint64_t>(tc.max_steps);
-  const auto* mt = model.component()->as<zc_model_table>();
-  const auto* ot = optimizer.component()->as<zc_optimizer_table>();
-  const auto* st_ = scheduler.component()->as<zc_scheduler_table>();
-  const auto* dt = train_data.component()->as<zc_dataloader_table>();
+// What the loop holds across steps: the stages' tables, the parameters, the
+// micro-batches of the step, the metrics sink and the trace.
+struct Engine::Impl::Loop {
+  Impl& e;
+  const TrainingConfig& tc;
+  const int profile_steps;  // > 0: `zcode-host profile` (no evaluation, no checkpoints)
+  const uint64_t max_steps;
+  const zc_model_table* mt;
+  const zc_optimizer_table* ot;
+  const zc_scheduler_table* sch;
+  const zc_dataloader_table* dt;
   zc_param_list params{};
-  check_plugin_call(*model.component(), "params", mt->params(model.get(), &params));
-  uint64_t hess_k = 0;
-  check_plugin_call(*optimizer.component(), "hessian_interval", ot->hessian_interval(optimizer.get(), &hess_k));
-  const uint64_t hessian_seed = host->raw()->derive_seed(host->raw()->host_ctx, "engine/hessian_labels");
-
+  uint64_t hessian_interval = 0;  // Sophia's k (0: no Hessian estimate)
+  uint64_t hessian_seed;
   core::GradientAccumulator acc;
-  StepSink sink;
-  core::Trace trace(cfg.profiling(), profile_steps,
-                    {tc.gradient_accumulation, cfg.data().batch_size, cfg.model().max_seq_len});
+  core::StepSink sink;
+  core::Trace trace;
   double ema_step_ms = 0;
-  bool stop_requested_by_callback = false, interrupted = false;
-  int exit_code = kExitOk;
 
-  // training.eval_at_start: the untrained model's val metrics as step 0 (a
-  // fresh run only; a resumed run already has them in its history).
-  if (!profiling && !resumed && step == 0 && tc.eval_at_start && !stop_requested()) {
-    if (evaluate_and_emit(false) & ZC_CALLBACK_REQUEST_STOP) {
-      log::info("A callback asked to stop training at step 0");
-      return exit_code;
-    }
+  Loop(Impl& impl, int profile)
+      : e(impl),
+        tc(impl.cfg.training()),
+        profile_steps(profile),
+        max_steps(profile > 0 ? impl.step + static_cast<uint64_t>(profile) : static_cast<uint64_t>(tc.max_steps)),
+        mt(impl.model.component()->as<zc_model_table>()),
+        ot(impl.optimizer.component()->as<zc_optimizer_table>()),
+        sch(impl.scheduler.component()->as<zc_scheduler_table>()),
+        dt(impl.train_data.component()->as<zc_dataloader_table>()),
+        hessian_seed(impl.host->raw()->derive_seed(impl.host->raw()->host_ctx, "engine/hessian_labels")),
+        trace(impl.cfg.profiling(), profile,
+              {tc.gradient_accumulation, impl.cfg.data().batch_size, impl.cfg.model().max_seq_len}) {
+    check_plugin_call(*e.model.component(), "params", mt->params(e.model.get(), &params));
+    check_plugin_call(*e.optimizer.component(), "hessian_interval",
+                      ot->hessian_interval(e.optimizer.get(), &hessian_interval));
   }
+  bool profiling() const { return profile_steps > 0; }
 
-  while (step < max_steps) {
-    const auto t_step = Clock::now();
-    trace.begin_step(step + 1);
-    // 1. Data: hold the step's micro-batches (the loader's memory is reused).
+  // What one optimizer step did.
+  struct Step {
+    double loss = 0, grad_norm = 0, lr = 0, data_wait_ms = 0, step_ms = 0;
+    int64_t tokens = 0;
+    core::NonfiniteGuard::Action action = core::NonfiniteGuard::Action::kApply;
+  };
+
+  // The step's micro-batches into `acc` (the loader's memory is reused);
+  // false when a stop request interrupted the wait.
+  bool load_batches(Step& s) {
     acc.clear();
-    double wait_ms = 0;
     for (int64_t m = 0; m < tc.gradient_accumulation; ++m) {
       zc_batch b{};
       b.struct_size = sizeof(zc_batch);
       int32_t has = 0;
       const auto t0 = Clock::now();
-      zc_status* ds = dt->next_batch(train_data.get(), &b, &has);
+      zc_status* ds = dt->next_batch(e.train_data.get(), &b, &has);
       if (ds && stop_requested()) {
         // Stopped while waiting for data: micro-batches of this step may
         // already be consumed, so a checkpoint now could not resume exactly.
         // The newest checkpoint stays the resume point.
         status_release(ds);
-        log::warn("Stopped on request while waiting for data at step " + std::to_string(step) +
+        log::warn("Stopped on request while waiting for data at step " + std::to_string(e.step) +
                   "; no new checkpoint (resume with --resume-from latest from the newest one)");
-        return kExitInterrupted;
+        return false;
       }
-      check_plugin_call(*train_data.component(), "next_batch", ds);
-      wait_ms += ms_since(t0);
+      check_plugin_call(*e.train_data.component(), "next_batch", ds);
+      s.data_wait_ms += ms_since(t0);
       trace.span("data_wait", t0);
       if (!has) throw RunFailure("data: the train split ended (a train loader must cycle epochs)", kExitRuntimeError);
       acc.add(b);
     }
-    const uint64_t update = step + 1;
-    // 2. Sophia: Hessian estimate from labels sampled from the model (Algorithm 3).
-    if (core::hessian_due(update, hess_k)) {
-      const auto t0 = Clock::now();
-      double ignored = 0;
-      check_plugin_call(
-          *model.component(), "forward_backward (sampled labels)",
-          acc.run(mt, model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
-      check_plugin_call(*optimizer.component(), "update_hessian",
-                        ot->update_hessian(optimizer.get(), acc.target_tokens()));
-      trace.span("hessian", t0);
-    }
-    // 3. Forward/backward over the micro-batches, loss / step tokens.
+    return true;
+  }
+
+  // Sophia: Hessian estimate from labels sampled from the model (Algorithm 3).
+  void update_hessian(uint64_t update) {
+    if (!core::hessian_due(update, hessian_interval)) return;
+    const auto t0 = Clock::now();
+    double ignored = 0;
+    check_plugin_call(
+        *e.model.component(), "forward_backward (sampled labels)",
+        acc.run(mt, e.model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
+    check_plugin_call(*e.optimizer.component(), "update_hessian",
+                      ot->update_hessian(e.optimizer.get(), acc.target_tokens()));
+    trace.span("hessian", t0);
+  }
+
+  // Forward/backward over the micro-batches (loss / step tokens), clip, the
+  // non-finite guard, lr, update; advances e.step.
+  void forward_backward_update(Step& s) {
+    const uint64_t update = e.step + 1;
+    update_hessian(update);
     sink.reset();
-    double loss = 0;
-    {
-      const auto t0 = Clock::now();
-      check_plugin_call(*model.component(), "forward_backward",
-                        acc.run(mt, model.get(), tc.loss_scale, &sink.sink, &loss));
-      trace.span("forward_backward", t0);
-    }
-    // 4. Clip, guard, lr, update.
     auto t0 = Clock::now();
-    const double norm = core::clip_grad_norm(params, tc.clip_grad_norm);
+    check_plugin_call(*e.model.component(), "forward_backward",
+                      acc.run(mt, e.model.get(), tc.loss_scale, &sink.sink, &s.loss));
+    trace.span("forward_backward", t0);
+    t0 = Clock::now();
+    s.grad_norm = core::clip_grad_norm(params, tc.clip_grad_norm);
     trace.span("clip_grad_norm", t0);
-    double lr = 0;
-    check_plugin_call(*scheduler.component(), "lr", st_->lr(scheduler.get(), step, cfg.optimizer().lr, &lr));
-    const auto action = guard->check(step, loss, norm);
-    if (action == core::NonfiniteGuard::Action::kApply) {
+    check_plugin_call(*e.scheduler.component(), "lr", sch->lr(e.scheduler.get(), e.step, e.cfg.optimizer().lr, &s.lr));
+    s.action = e.guard->check(e.step, s.loss, s.grad_norm);
+    if (s.action == core::NonfiniteGuard::Action::kApply) {
       t0 = Clock::now();
-      check_plugin_call(*optimizer.component(), "step", ot->step(optimizer.get(), lr, update));
+      check_plugin_call(*e.optimizer.component(), "step", ot->step(e.optimizer.get(), s.lr, update));
       trace.span("optimizer_step", t0);
     }
-    step = update;
+    e.step = update;
     trace.sample_memory();
-    const int64_t step_tokens = acc.target_tokens();
-    tokens_seen += static_cast<uint64_t>(step_tokens);
-    if (action == core::NonfiniteGuard::Action::kStop) {
-      if (!profiling) save_checkpoint();
-      throw RunFailure(guard->message(), kExitRuntimeError);
-    }
-    // 5. Report.
-    const double step_ms = ms_since(t_step);
-    ema_step_ms = ema_step_ms == 0 ? step_ms : 0.9 * ema_step_ms + 0.1 * step_ms;
+    s.tokens = acc.target_tokens();
+    e.tokens_seen += static_cast<uint64_t>(s.tokens);
+  }
+
+  // STEP_END's metrics: the engine's, then the model's (numbers as %.17g).
+  std::string step_end_json(const Step& s) const {
     sdk::json::Writer w;
     w.begin_object();
-    w.key("loss").number(loss, 17).key("lr").number(lr, 17).key("grad_norm").number(norm, 17);
-    w.key("tokens").number(static_cast<double>(step_tokens), 17);
-    w.key("tokens_per_s").number(step_tokens / (step_ms / 1000.0), 17);
-    w.key("step_time_ms").number(step_ms, 17).key("data_wait_ms").number(wait_ms, 17);
-    w.key("data_wait_fraction").number(step_ms > 0 ? wait_ms / step_ms : 0, 17);
-    w.key("eta_s").number((max_steps - step) * ema_step_ms / 1000.0, 17);
-    w.key("skipped").number(action == core::NonfiniteGuard::Action::kApply ? 0 : 1, 17);
+    w.key("loss").number(s.loss, 17).key("lr").number(s.lr, 17).key("grad_norm").number(s.grad_norm, 17);
+    w.key("tokens").number(static_cast<double>(s.tokens), 17);
+    w.key("tokens_per_s").number(s.tokens / (s.step_ms / 1000.0), 17);
+    w.key("step_time_ms").number(s.step_ms, 17).key("data_wait_ms").number(s.data_wait_ms, 17);
+    w.key("data_wait_fraction").number(s.step_ms > 0 ? s.data_wait_ms / s.step_ms : 0, 17);
+    w.key("eta_s").number((max_steps - e.step) * ema_step_ms / 1000.0, 17);
+    w.key("skipped").number(s.action == core::NonfiniteGuard::Action::kApply ? 0 : 1, 17);
     // The model's metrics follow, except those the engine already wrote:
     // each key once (the model's own "tokens" is the same target-token
     // count, summed over micro-batches; the engine's is what tokens_per_s uses).
-    for (const auto& e : sink.entries)
-      if (e.count && !engine_step_key(e.name)) w.key(e.name).number(sink.value(e), 17);
+    for (const auto& m : sink.entries)
+      if (m.count && !core::engine_step_key(m.name)) w.key(m.name).number(sink.value(m), 17);
     w.end_object();
-    const std::string ev = w.str();
-    if (tc.log_every > 0 && (step % static_cast<uint64_t>(tc.log_every) == 0 || step == 1 || step == max_steps))
-      last_train_json = ev;  // (allocates only on logging steps)
+    return w.str();
+  }
+
+  bool log_due() const {
+    const uint64_t step = e.step;
+    return tc.log_every > 0 && (step % static_cast<uint64_t>(tc.log_every) == 0 || step == 1 || step == max_steps);
+  }
+  // (Not when a stop was requested: the checkpoint comes first, and the
+  // evaluators would only return CANCELLED.)
+  bool eval_due() const {
+    return ((tc.eval_every > 0 && e.step % static_cast<uint64_t>(tc.eval_every) == 0) || e.step == max_steps) &&
+           !stop_requested();
+  }
+  // When a callback asks, and at the end / on a stop.
+  bool save_due(uint32_t flags, bool stopping) const {
+    return (flags & ZC_CALLBACK_REQUEST_CHECKPOINT) || e.step == max_steps || stopping;
+  }
+
+  void write_trace() const {
+    const fs::path path = e.run_dir / "trace.json";
+    trace.write(path);
+    log::info(
+        "Trace of " +
+        std::string(profiling() ? std::to_string(profile_steps) + " steps" : "the profiling.schedule's active steps") +
+        " written to " + path.string() + " (open in chrome://tracing)");
+  }
+};
+
+int Engine::Impl::train(int profile_steps) {
+  Loop loop(*this, profile_steps);
+  // training.eval_at_start: the untrained model's val metrics as step 0 (a
+  // fresh run only; a resumed run already has them in its history).
+  if (!loop.profiling() && !resumed && step == 0 && cfg.training().eval_at_start && !stop_requested() &&
+      (evaluate_and_emit(false) & ZC_CALLBACK_REQUEST_STOP)) {
+    log::info("A callback asked to stop training at step 0");
+    return kExitOk;
+  }
+  bool stop_requested_by_callback = false, interrupted = false;
+  while (step < loop.max_steps) {
+    const auto t_step = Clock::now();
+    loop.trace.begin_step(step + 1);
+    Loop::Step s;
+    if (!loop.load_batches(s)) return kExitInterrupted;
+    loop.forward_backward_update(s);
+    if (s.action == core::NonfiniteGuard::Action::kStop) {
+      if (!loop.profiling()) save_checkpoint();
+      throw RunFailure(guard->message(), kExitRuntimeError);
+    }
+    s.step_ms = ms_since(t_step);
+    loop.ema_step_ms = loop.ema_step_ms == 0 ? s.step_ms : 0.9 * loop.ema_step_ms + 0.1 * s.step_ms;
+    const std::string ev = loop.step_end_json(s);
+    if (loop.log_due()) last_train_json = ev;
     const uint32_t flags = emit(ZC_EVENT_STEP_END, ev);
     if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
-    if (profiling) continue;
-    // 6. Evaluate.
-    // (Skipped when a stop was requested: the checkpoint comes first, and
-    // the evaluators would only return CANCELLED.)
-    if (((tc.eval_every > 0 && step % static_cast<uint64_t>(tc.eval_every) == 0) || step == max_steps) &&
-        !stop_requested()) {
-      if (evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
-    }
-    // 7. Checkpoint when a callback asks, and at the end / on a stop.
-    const bool stopping = stop_requested() || stop_requested_by_callback;
-    if ((flags & ZC_CALLBACK_REQUEST_CHECKPOINT) || step == max_steps || stopping) save_checkpoint();
+    if (loop.profiling()) continue;
+    if (loop.eval_due() && (evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP)) stop_requested_by_callback = true;
+    if (loop.save_due(flags, stop_requested() || stop_requested_by_callback)) save_checkpoint();
     if (stop_requested()) {
       interrupted = true;
       break;
@@ -427,20 +286,14 @@ int Engine::Impl::train(int profile_steps) {
       break;
     }
   }
-  if (trace.enabled()) {
-    trace.write(run_dir / "trace.json");
-    log::info(
-        "Trace of " +
-        std::string(profiling ? std::to_string(profile_steps) + " steps" : "the profiling.schedule's active steps") +
-        " written to " + (run_dir / "trace.json").string() + " (open in chrome://tracing)");
-    if (profiling) return kExitOk;
+  if (loop.trace.enabled()) {
+    loop.write_trace();
+    if (loop.profiling()) return kExitOk;
   }
-  if (interrupted) {
-    log::warn("Stopped on request at step " + std::to_string(step) + "/" + std::to_string(max_steps) +
-              "; resume with --resume-from latest");
-    exit_code = kExitInterrupted;
-  }
-  return exit_code;
+  if (!interrupted) return kExitOk;
+  log::warn("Stopped on request at step " + std::to_string(step) + "/" + std::to_string(loop.max_steps) +
+            "; resume with --resume-from latest");
+  return kExitInterrupted;
 }
 
 // ---------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 // files that implement it:
 //   engine.cpp        lifecycle (run, profile, preflight) and the training loop
 //   engine_setup.cpp  registry, stage creation, memory check, stage info
+//   engine_record.cpp checkpoint state of the stages and loop, the run folder,
+//                     config.yaml, the TEARDOWN summary
 //   evaluate.cpp      evaluation (in the loop and `zcode-host evaluate`)
 //   checkpoint.cpp    the checkpoint format (the engine fills a StateRecord)
 //   resume.cpp        the config comparison of a resumed run
@@ -101,7 +103,7 @@ struct Engine::Impl {
   std::pair<uint64_t, uint64_t> num_params() const;
   std::string provenance() const;
 
-  // ---- events, state, run folder (engine.cpp) --------------------------------
+  // ---- events (engine.cpp); records of the run (engine_record.cpp) ----------
   uint32_t emit(zc_event_kind kind, const std::string& metrics_json);
   double elapsed_s() const;
   // Every stage with state, under its state.json key, and the file its
@@ -124,7 +126,10 @@ struct Engine::Impl {
   void write_run_config() const;
 
   // ---- the loop (engine.cpp) -------------------------------------------------
+  // Trains up to training.max_steps (or `profile_steps` > 0 more steps, for
+  // `profile`); returns an ExitCode.
   int train(int profile_steps);
+  struct Loop;  // what the loop holds across steps
 
   // ---- evaluation (evaluate.cpp) ---------------------------------------------
   // Runs every evaluator over `split`; returns its metrics in the order they
