@@ -8,6 +8,7 @@
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
 #include <zcode/core/registry.h>
+#include <zcode/core/stage_factory.h>
 #include <zcode/sdk/buffers.h>
 #include <zcode/sdk/json.h>
 
@@ -115,7 +116,7 @@ int cmd_tokenize(const std::vector<std::string>& args) {
         type = p.size() > 6 && p.compare(p.size() - 6, 6, ".model") == 0 ? "sentencepiece" : "bpe";
       }
     } else {
-      options = "{\"path\":" + json_quote(ref) + "}";
+      options = sdk::json::Writer().begin_object().key("path").string(ref).end_object().str();
       if (type.empty())
         type = ref.size() > 6 && ref.compare(ref.size() - 6, 6, ".model") == 0 ? "sentencepiece" : "bpe";
       // A folder holding only a SentencePiece model (what `tokenizer train` writes).
@@ -127,19 +128,18 @@ int cmd_tokenize(const std::vector<std::string>& args) {
         type = "sentencepiece";
     }
     if (type.empty()) type = "bpe";
-    std::string config = experts >= 0 ? "{\"model\":{\"moe_experts\":" + std::to_string(experts) + "}}" : "{}";
+    // model.moe_experts sizes the <expert_i> specials.
+    sdk::json::Writer cw;
+    cw.begin_object();
+    if (experts >= 0) cw.key("model").begin_object().key("moe_experts").integer(experts).end_object();
+    const std::string config = cw.end_object().str();
 
     Registry registry(plugins.search());
-    const Component& comp = registry.require(ZC_KIND_TOKENIZER, type, "data.tokenizer.type");
     HostServices hs(0, 1);
-    zc_create_args a{};
-    a.struct_size = sizeof a;
-    a.host = hs.raw();
-    a.options_json = options.c_str();
-    a.config_json = config.c_str();
-    a.run_dir = "";
-    a.split = "train";
-    StageInstance inst(comp, a);
+    const fs::path no_run_dir;  // tokenize writes nothing
+    StageInstance inst = StageFactory(registry, hs, config, no_run_dir)
+                             .create(ZC_KIND_TOKENIZER, type, "data.tokenizer.type", options, {.split = "train"});
+    const Component& comp = *inst.component();
     const auto* t = comp.as<zc_tokenizer_table>();
 
     if (info) {

@@ -11,6 +11,8 @@
 // bytes = the byte-level test tokenizer of tests/dataloader/harness.h.
 #include "../../tests/dataloader/harness.h"
 
+#include <zcode/core/stage_factory.h>
+
 #include <rapidjson/document.h>
 
 #include <chrono>
@@ -110,12 +112,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<zt::Plugin> bpe;
   if (tokenizer == "bpe") {
     bpe = std::make_unique<zt::Plugin>(host, ZB_BPE_PLUGIN);
-    zc_create_args a{};
-    a.struct_size = sizeof a;
-    a.host = &host.s;
-    a.options_json = "{\"path\":\"hf://gpt2\"}";
-    a.config_json = "{}";
-    a.run_dir = "";
+    const zc_create_args a = zcode::stage_args(&host.s, R"({"path":"hf://gpt2"})", "{}", "");
     void* inst = nullptr;
     zt::check(bpe->as<zc_tokenizer_table>()->create(&a, &inst));
     tok = zc_stage_ref{bpe->as<zc_tokenizer_table>(), inst};
@@ -123,11 +120,7 @@ int main(int argc, char** argv) {
   }
 #endif
   if (!tok.table) {
-    zc_create_args a{};
-    a.struct_size = sizeof a;
-    a.host = &host.s;
-    a.options_json = "{}";
-    a.config_json = "{}";
+    const zc_create_args a = zcode::stage_args(&host.s, "{}", "{}", "");
     void* inst = nullptr;
     zt::check(zcode::sdk::detail::TokenizerThunks<zt::ByteTokenizer>::table.create(&a, &inst));
     tok = zc_stage_ref{&zcode::sdk::detail::TokenizerThunks<zt::ByteTokenizer>::table, inst};

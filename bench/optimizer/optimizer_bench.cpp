@@ -10,6 +10,7 @@
 //
 // Usage: optimizer_bench [--threads N] [--steps N]   (defaults 2 and 8 rounds)
 #include <zcode/abi.h>
+#include <zcode/core/stage_factory.h>
 #include <zcode/sdk/plugin.h>
 
 #include <dlfcn.h>
@@ -195,13 +196,9 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < man->num_components; ++i) {
     const zc_component& c = man->components[i];
     Inst in{&c, static_cast<const zc_optimizer_table*>(c.table)};
-    zc_create_args a{};
-    a.struct_size = sizeof(a);
-    a.host = &g_services;
-    a.options_json = std::strcmp(c.name, "sgd") == 0 ? R"({"momentum":0.9})" : "{}";
-    a.config_json = "{}";
-    a.run_dir = "";
-    a.model = zc_stage_ref{&zcode::sdk::detail::ModelThunks<BenchModel>::table, &model};
+    const zc_create_args a =
+        zcode::stage_args(&g_services, std::strcmp(c.name, "sgd") == 0 ? R"({"momentum":0.9})" : "{}", "{}", "",
+                          {.model = zc_stage_ref{&zcode::sdk::detail::ModelThunks<BenchModel>::table, &model}});
     if (zc_status* s = in.t->create(&a, &in.inst)) {
       std::fprintf(stderr, "%s: %s\n", c.name, s->message.c_str());
       return 1;

@@ -26,6 +26,7 @@
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
 #include <zcode/core/registry.h>
+#include <zcode/core/stage_factory.h>
 #include <zcode/sdk/safetensors.h>
 
 #include <rapidjson/document.h>
@@ -138,26 +139,17 @@ int run(const Args& a) {
   const std::string out_dir = fs::absolute(a.out).string();
 
   // The Engine's create_core_stages, in its order, with its arguments.
-  auto args = [&](const std::string& options, zc_stage_ref tok, const char* split) {
-    zc_create_args c{};
-    c.struct_size = sizeof(zc_create_args);
-    c.host = host.raw();
-    c.options_json = options.c_str();
-    c.config_json = config_json.c_str();
-    c.run_dir = out_dir.c_str();
-    c.tokenizer = tok;
-    c.split = split;
-    return c;
-  };
-  const std::string tok_opts = cfg.section_json("data.tokenizer");
-  const auto& tc = registry.require(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer");
-  zcode::StageInstance tokenizer(tc, args(tok_opts, {}, nullptr));
-  const std::string model_opts = cfg.section_json("model");
-  const auto& mc = registry.require(ZC_KIND_MODEL, cfg.model().type, "model.type");
-  zcode::StageInstance model(mc, args(model_opts, tokenizer.ref(), nullptr));
-  const std::string data_opts = cfg.section_json("data");
-  const auto& dc = registry.require(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader");
-  zcode::StageInstance train(dc, args(data_opts, tokenizer.ref(), "train"));
+  const fs::path run_dir(out_dir);
+  const zcode::StageFactory stages(registry, host, config_json, run_dir);
+  zcode::StageInstance tokenizer =
+      stages.create(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer", cfg.section_json("data.tokenizer"));
+  zcode::StageInstance model = stages.create(ZC_KIND_MODEL, cfg.model().type, "model.type", cfg.section_json("model"),
+                                             {.tokenizer = tokenizer.ref()});
+  zcode::StageInstance train =
+      stages.create(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader", cfg.section_json("data"),
+                    {.tokenizer = tokenizer.ref(), .split = "train"});
+  const zcode::Component& mc = *model.component();
+  const zcode::Component& dc = *train.component();
 
   // Initial weights through save_state (what model.safetensors holds).
   StateCtx state;

@@ -1,5 +1,8 @@
 // Checkpoint folders: atomic write, `latest`, keep_last_n, verified load.
+#include <zcode/core/build_info.h>
 #include <zcode/core/checkpoint.h>
+#include <zcode/core/host_services.h>
+#include <zcode/core/registry.h>
 #include <zcode/sdk/json.h>
 
 #include "config_impl.h"
@@ -26,7 +29,11 @@ namespace st = zcode::sdk::safetensors;
 
 namespace {
 
-const char* const kFiles[] = {"model.safetensors", "optimizer.safetensors", "extra.safetensors", "state.json"};
+// The tensor files, in TensorFile order: the one table of their names.
+constexpr const char* kTensorFiles[] = {"model.safetensors", "optimizer.safetensors", "extra.safetensors"};
+constexpr TensorFile kAllTensorFiles[] = {TensorFile::kModel, TensorFile::kOptimizer, TensorFile::kExtra};
+// Every file a step folder may hold besides SHA256SUMS.
+const char* const kFiles[] = {kTensorFiles[0], kTensorFiles[1], kTensorFiles[2], "state.json"};
 
 void fsync_path(const fs::path& p, bool dir) {
   int fd = ::open(p.c_str(), (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
@@ -79,6 +86,23 @@ std::optional<uint64_t> parse_step_name(const std::string& name) {
 }
 
 }  // namespace
+
+const char* file_name(TensorFile f) { return kTensorFiles[static_cast<int>(f)]; }
+
+std::string tensor_prefix(TensorFile f, const std::string& key) {
+  return f == TensorFile::kExtra ? key + "/" : std::string();
+}
+
+st::Writer& CheckpointContents::tensors(TensorFile f) {
+  return f == TensorFile::kModel ? model : f == TensorFile::kOptimizer ? optimizer : extra;
+}
+const st::Writer& CheckpointContents::tensors(TensorFile f) const {
+  return const_cast<CheckpointContents*>(this)->tensors(f);
+}
+
+const st::Reader* LoadedCheckpoint::tensors(TensorFile f) const {
+  return f == TensorFile::kModel ? model.get() : f == TensorFile::kOptimizer ? optimizer.get() : extra.get();
+}
 
 std::string sha256_hex(const void* data, size_t size) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -144,10 +168,10 @@ fs::path write_checkpoint(const fs::path& root, const CheckpointContents& c, int
     sums << h << "  " << fname << "\n";
     return h;
   };
-  for (auto [fname, w] : {std::pair{"model.safetensors", &c.model}, std::pair{"optimizer.safetensors", &c.optimizer},
-                          std::pair{"extra.safetensors", &c.extra}}) {
-    if (w == &c.extra && c.extra.size() == 0) continue;
-    const std::string h = put(fname, w->serialize());
+  for (TensorFile f : kAllTensorFiles) {
+    if (f == TensorFile::kExtra && c.extra.size() == 0) continue;
+    const char* fname = file_name(f);
+    const std::string h = put(fname, c.tensors(f).serialize());
     files.AddMember(rapidjson::Value(fname, al), rapidjson::Value(h.c_str(), al), al);
   }
   state.RemoveMember("files");
@@ -297,9 +321,9 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   }
   // Files a model-only load neither needs nor reads.
   auto skipped = [&](const std::string& fname) {
-    return model_only && (fname == "optimizer.safetensors" || fname == "extra.safetensors");
+    return model_only && (fname == file_name(TensorFile::kOptimizer) || fname == file_name(TensorFile::kExtra));
   };
-  for (const char* req : {"model.safetensors", "optimizer.safetensors", "state.json"})
+  for (const char* req : {file_name(TensorFile::kModel), file_name(TensorFile::kOptimizer), "state.json"})
     if (!skipped(req) && !sums.count(req))
       throw CheckpointError((dir / "SHA256SUMS").string() + ": no entry for " + req);
   std::map<std::string, std::vector<uint8_t>> bytes;
@@ -341,13 +365,14 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
       throw CheckpointError((dir / "state.json").string() + ": hash of " + fname + " disagrees with SHA256SUMS");
   }
   // 3. Every safetensors file parses (bounds-checked).
+  auto parse = [&](TensorFile f) {
+    const char* fname = file_name(f);
+    return std::make_unique<st::Reader>(bytes[fname], (dir / fname).string());
+  };
   try {
-    out.model = std::make_unique<st::Reader>(bytes["model.safetensors"], (dir / "model.safetensors").string());
-    if (!model_only)
-      out.optimizer =
-          std::make_unique<st::Reader>(bytes["optimizer.safetensors"], (dir / "optimizer.safetensors").string());
-    if (bytes.count("extra.safetensors"))
-      out.extra = std::make_unique<st::Reader>(bytes["extra.safetensors"], (dir / "extra.safetensors").string());
+    out.model = parse(TensorFile::kModel);
+    if (!model_only) out.optimizer = parse(TensorFile::kOptimizer);
+    if (bytes.count(file_name(TensorFile::kExtra))) out.extra = parse(TensorFile::kExtra);
   } catch (const zcode::sdk::Error& e) {
     throw CheckpointError(e.what());
   }
@@ -413,6 +438,144 @@ size_t StateReaderView::num_tensors(void* ctx) { return static_cast<StateReaderV
 const char* StateReaderView::tensor_name(void* ctx, size_t i) {
   auto* v = static_cast<StateReaderView*>(ctx);
   return i < v->names_.size() ? v->names_[i].c_str() : nullptr;
+}
+
+// ---- state.json ---------------------------------------------------------------
+
+namespace {
+
+bool is_json(const std::string& s) {
+  rapidjson::Document d;
+  d.Parse(s.c_str());
+  return !d.HasParseError();
+}
+
+// Numbers of "engine" as %.17g, the form state.json has always had (it is
+// parsed and rewritten once more by write_checkpoint).
+void write_engine(sdk::json::Writer& w, const EngineState& e) {
+  w.begin_object();
+  w.key("step").number(static_cast<double>(e.step), 17);
+  w.key("tokens_seen").number(static_cast<double>(e.tokens_seen), 17);
+  w.key("best_val_loss").number(e.best_val_loss, 17);
+  w.key("best_step").number(static_cast<double>(e.best_step), 17);
+  w.key("wall_time_s").number(e.wall_time_s, 17);
+  w.key("nonfinite_guard").raw(e.nonfinite_guard.empty() ? "{}" : e.nonfinite_guard);
+  w.key("last_train").raw(e.last_train).key("last_val").raw(e.last_val);
+  w.end_object();
+}
+
+std::string compact(const rapidjson::Value& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+}  // namespace
+
+std::string state_json(const StateRecord& r) {
+  sdk::json::Writer w;
+  w.begin_object().key("format").string("zcode-checkpoint/1");
+  w.key("step").integer(r.step).key("max_steps").integer(r.max_steps).key("seed").integer(r.seed);
+  w.key("rng").begin_object();
+  w.key("note").string(
+      "every random stream is derived from seed and a stream name (zc_host_services.derive_seed); stages keep "
+      "their own generator state in stages.<name>");
+  w.key("seed").integer(r.seed).end_object();
+  w.key("engine");
+  write_engine(w, r.engine);
+  w.key("stages").begin_object();
+  for (const StageState& s : r.stages) {
+    w.key(s.key);
+    if (!s.json) w.null();
+    else if (is_json(*s.json)) w.raw(*s.json);
+    else w.string(*s.json);  // not JSON: kept verbatim as a string
+  }
+  w.end_object();
+  if (r.cwd) w.key("cwd").string(r.cwd->string());
+  w.key("config").raw(r.config_json);
+  w.key("config_sha256").string(sha256_hex(r.config_json.data(), r.config_json.size()));
+  w.key("overrides").begin_array();
+  for (const std::string& o : r.overrides) w.string(o);
+  w.end_array();
+  w.key("git_commit").string(ZCODE_GIT_COMMIT);
+  w.key("environment").raw(r.environment_json);
+  // The plugin files that made this checkpoint (environment snapshot).
+  w.key("plugins").begin_array();
+  for (const StageState& s : r.stages) {
+    w.begin_object().key("stage").string(s.key).key("component").string(s.component->name);
+    if (const PluginFile* f = s.component->file) {
+      w.key("plugin").string(f->name).key("version").string(f->version).key("file").string(f->path.string());
+      w.key("abi").string(std::to_string(f->abi_major) + "." + std::to_string(f->abi_minor));
+    }
+    w.end_object();
+  }
+  w.end_array().end_object();
+  return w.str();
+}
+
+const std::string* StoredState::stage(const std::string& key) const {
+  auto it = stages.find(key);
+  return it == stages.end() ? nullptr : &it->second;
+}
+
+StoredState read_state(const LoadedCheckpoint& ck) {
+  rapidjson::Document st;
+  // Full precision: the numbers read back are the ones written.
+  const sdk::json::Result parsed = sdk::json::parse<rapidjson::kParseFullPrecisionFlag>(st, ck.state_json);
+  if (!parsed.ok() || !st.IsObject()) throw CheckpointError((ck.dir / "state.json").string() + ": not a JSON object");
+  StoredState out;
+  {
+    // "config" with RapidJSON's default number parsing, as resume's config
+    // comparison has always read it (both sides take the same round trip).
+    rapidjson::Document dc;
+    dc.Parse(ck.state_json.c_str());
+    if (!dc.HasParseError() && dc.IsObject() && dc.HasMember("config")) out.config = compact(dc["config"]);
+  }
+  if (st.HasMember("stages") && st["stages"].IsObject()) {
+    for (auto it = st["stages"].MemberBegin(); it != st["stages"].MemberEnd(); ++it) {
+      const rapidjson::Value& v = it->value;
+      std::string& json = out.stages[std::string(it->name.GetString(), it->name.GetStringLength())];
+      if (v.IsString()) json.assign(v.GetString(), v.GetStringLength());
+      else if (!v.IsNull()) json = compact(v);
+    }
+  }
+  if (st.HasMember("engine") && st["engine"].IsObject()) {
+    const rapidjson::Value& e = st["engine"];
+    auto num = [&](const char* k, double d) { return e.HasMember(k) && e[k].IsNumber() ? e[k].GetDouble() : d; };
+    EngineState es;
+    es.step = ck.step;
+    es.tokens_seen = static_cast<uint64_t>(num("tokens_seen", 0));
+    es.best_val_loss = num("best_val_loss", INFINITY);
+    es.best_step = static_cast<uint64_t>(num("best_step", 0));
+    es.wall_time_s = num("wall_time_s", 0);
+    if (e.HasMember("nonfinite_guard")) es.nonfinite_guard = compact(e["nonfinite_guard"]);
+    out.engine = std::move(es);
+  }
+  return out;
+}
+
+StateWriterView::StateWriterView(st::Writer* tensors, std::string prefix, std::string stage)
+    : tensors_(tensors), prefix_(std::move(prefix)), stage_(std::move(stage)) {
+  writer_ = zc_state_writer{sizeof(zc_state_writer), 0, this, &put_tensor, &put_json};
+}
+
+zc_status* StateWriterView::put_tensor(void* ctx, const char* name, const DLTensor* t) {
+  auto* v = static_cast<StateWriterView*>(ctx);
+  try {
+    if (!name || !t) return make_status(ZC_ERR_INVALID_ARGUMENT, "save_state: NULL tensor or name");
+    v->tensors_->add(v->prefix_ + name, *t);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return make_status(ZC_ERR_INVALID_ARGUMENT, v->stage_ + ": save_state: " + e.what());
+  }
+}
+
+zc_status* StateWriterView::put_json(void* ctx, const char* json, size_t len) {
+  auto* v = static_cast<StateWriterView*>(ctx);
+  if (v->json_) return make_status(ZC_ERR_INVALID_ARGUMENT, v->stage_ + ": save_state: put_json called twice");
+  v->json_.emplace(json ? json : "", json ? len : 0);
+  return nullptr;
 }
 
 }  // namespace zcode::ckpt

@@ -10,212 +10,31 @@
 //     metrics.json, `model_card` renders model_card.md from the TEARDOWN summary.
 #include <zcode/core/engine.h>
 
-#include <zcode/core/build_info.h>
-#include <zcode/core/checkpoint.h>
-#include <zcode/core/config.h>
-#include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
-#include <zcode/core/preflight.h>
-#include <zcode/core/registry.h>
 #include <zcode/core/run_dir.h>
-#include <zcode/core/train_step.h>
+#include <zcode/sdk/json.h>
+
+#include "engine_impl.h"
+#include "resume.h"
+#include "step_metrics.h"
+#include "trace.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <map>
-#include <optional>
-#include <thread>
 
 namespace zcode {
 
 namespace fs = std::filesystem;
-namespace st = zcode::sdk::safetensors;
-using Clock = std::chrono::steady_clock;
+using namespace engine_detail;
 
 namespace {
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-// ---- JSON helpers -----------------------------------------------------------
-
-// Appends `"name":value` to a JSON object being built in `out` (no allocation
-// once `out` has grown to its steady size).
-void json_num(std::string& out, const char* name, double v) {
-  char buf[96];
-  int n;
-  if (std::isfinite(v)) n = std::snprintf(buf, sizeof buf, "%s\"%s\":%.17g", out.size() > 1 ? "," : "", name, v);
-  else n = std::snprintf(buf, sizeof buf, "%s\"%s\":null", out.size() > 1 ? "," : "", name);
-  out.append(buf, static_cast<size_t>(std::max(0, std::min<int>(n, static_cast<int>(sizeof buf) - 1))));
-}
-
-std::string json_escape(std::string_view s) {
-  rapidjson::StringBuffer sb;
-  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-  return sb.GetString();
-}
-
-bool is_json(const std::string& s) {
-  rapidjson::Document d;
-  d.Parse(s.c_str());
-  return !d.HasParseError();
-}
-
-// Flattens a JSON value into "a.b[0].c" -> compact value text.
-void flatten(const rapidjson::Value& v, const std::string& path, std::map<std::string, std::string>& out) {
-  if (v.IsObject()) {
-    for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it)
-      flatten(it->value, path.empty() ? it->name.GetString() : path + "." + it->name.GetString(), out);
-  } else if (v.IsArray() && !v.Empty() && (v[0].IsObject() || v[0].IsArray())) {
-    for (rapidjson::SizeType i = 0; i < v.Size(); ++i) flatten(v[i], path + "[" + std::to_string(i) + "]", out);
-  } else {
-    rapidjson::StringBuffer sb;
-    rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-    v.Accept(w);
-    out[path] = sb.GetString();
-  }
-}
-
-// Two JSON string values naming the same file: equal, or one relative and
-// equal to the other made absolute against the working directory.
-bool same_file_value(const rapidjson::Value& a, const rapidjson::Value& b) {
-  if (!a.IsString() || !b.IsString()) return false;
-  std::error_code ec;
-  const fs::path pa = fs::absolute(a.GetString(), ec).lexically_normal();
-  if (ec) return false;
-  const fs::path pb = fs::absolute(b.GetString(), ec).lexically_normal();
-  return !ec && pa == pb;
-}
-
-// Two JSON texts naming the same file(s): strings as same_file_value, lists
-// of strings (plugin_path) element by element (a run resumed with its run
-// folder's config.yaml, which records absolute paths).
-bool same_file_path(const std::string& a_json, const std::string& b_json) {
-  rapidjson::Document a, b;
-  a.Parse(a_json.c_str());
-  b.Parse(b_json.c_str());
-  if (a.HasParseError() || b.HasParseError()) return false;
-  if (a.IsArray() && b.IsArray()) {
-    if (a.Size() != b.Size()) return false;
-    for (rapidjson::SizeType i = 0; i < a.Size(); ++i)
-      if (!same_file_value(a[i], b[i])) return false;
-    return true;
-  }
-  return same_file_value(a, b);
-}
-
-// Model fields that only change evaluation (forward_eval), not the weights'
-// layout or what training computes: a checkpoint can follow a change of them.
-bool is_eval_only_model_field(std::string_view path) { return path == "model.eval_capacity_factor"; }
-
-// ---- metrics sink -----------------------------------------------------------
-
-// The keys the engine itself writes into a STEP_END event (a model metric of
-// the same name is not repeated: JSON objects must not have duplicate keys).
-bool engine_step_key(std::string_view name) {
-  static constexpr std::string_view kKeys[] = {"loss",         "lr",           "grad_norm",    "tokens",
-                                               "tokens_per_s", "step_time_ms", "data_wait_ms", "data_wait_fraction",
-                                               "eta_s",        "skipped"};
-  for (std::string_view k : kKeys)
-    if (k == name) return true;
-  return false;
-}
-
-// Collects the model's per-micro-batch metrics into per-step values: loss-like
-// quantities and token counts are summed over micro-batches (each micro-batch
-// loss is already divided by the step's token count), everything else
-// (moe_load_<e>, fractions) is averaged. Names are interned on first sight, so
-// steady-state steps do not allocate.
-struct StepSink {
-  struct Entry {
-    std::string name;
-    double sum = 0;
-    int count = 0;
-    bool additive = false;
-  };
-  std::vector<Entry> entries;
-  zc_metrics_sink sink{this, &StepSink::put_thunk};
-
-  static void put_thunk(void* ctx, const char* name, double v) { static_cast<StepSink*>(ctx)->put(name, v); }
-  void put(const char* name, double v) {
-    for (Entry& e : entries)
-      if (e.name == name) {
-        e.sum += v;
-        ++e.count;
-        return;
-      }
-    Entry e;
-    e.name = name;
-    e.sum = v;
-    e.count = 1;
-    e.additive = e.name == "loss" || e.name == "ce_loss" || e.name == "aux_loss" || e.name == "z_loss" ||
-                 e.name == "tokens" || e.name == "dropped_tokens";
-    entries.push_back(std::move(e));
-  }
-  void reset() {
-    for (Entry& e : entries) {
-      e.sum = 0;
-      e.count = 0;
-    }
-  }
-  double value(const Entry& e) const { return e.additive ? e.sum : (e.count ? e.sum / e.count : 0); }
-  std::optional<double> get(std::string_view name) const {
-    for (const Entry& e : entries)
-      if (e.name == name && e.count) return value(e);
-    return std::nullopt;
-  }
-};
-
-// Plain name -> value sink for evaluators and the data loader's stats.
-struct MapSink {
-  std::vector<std::pair<std::string, double>> values;
-  std::string prefix;
-  zc_metrics_sink sink{this, &MapSink::put_thunk};
-  static void put_thunk(void* ctx, const char* name, double v) {
-    auto* s = static_cast<MapSink*>(ctx);
-    s->values.emplace_back(s->prefix + name, v);
-  }
-};
-
-// ---- state writer / reader adapters -----------------------------------------
-
-struct WriterCtx {
-  st::Writer* tensors = nullptr;
-  std::string prefix;
-  std::string json;
-  bool json_set = false;
-  std::string stage;
-};
-
-zc_status* writer_put_tensor(void* ctx, const char* name, const DLTensor* t) {
-  auto* c = static_cast<WriterCtx*>(ctx);
-  try {
-    if (!name || !t) return make_status(ZC_ERR_INVALID_ARGUMENT, "save_state: NULL tensor or name");
-    c->tensors->add(c->prefix + name, *t);
-    return nullptr;
-  } catch (const std::exception& e) {
-    return make_status(ZC_ERR_INVALID_ARGUMENT, c->stage + ": save_state: " + e.what());
-  }
-}
-
-zc_status* writer_put_json(void* ctx, const char* json, size_t len) {
-  auto* c = static_cast<WriterCtx*>(ctx);
-  if (c->json_set) return make_status(ZC_ERR_INVALID_ARGUMENT, c->stage + ": save_state: put_json called twice");
-  c->json.assign(json ? json : "", json ? len : 0);
-  c->json_set = true;
-  return nullptr;
-}
 
 // ---- signals ----------------------------------------------------------------
 
@@ -247,767 +66,235 @@ struct SignalScope {
   }
 };
 
-// A fatal problem of a run: message and exit code.
-struct RunFailure : std::runtime_error {
-  int code;
-  RunFailure(const std::string& m, int c) : std::runtime_error(m), code(c) {}
-};
-
 }  // namespace
 
-// ---------------------------------------------------------------------------
+// ---- events, state, run folder ------------------------------------------------
 
-struct Engine::Impl {
-  HarnessConfig cfg;
-  EngineOptions opts;
-  fs::path run_dir;
-  std::string config_json;
-  std::unique_ptr<Registry> registry;
-  std::unique_ptr<HostServices> host;
-
-  // Stages (declaration order = reverse destruction order: dependents last).
-  StageInstance tokenizer, train_data, val_data, model, optimizer, scheduler;
-  // A second loader over the train split for evaluation.split: train, so that
-  // evaluating never moves the training iterator.
-  StageInstance eval_train_data;
-  std::vector<std::pair<std::string, StageInstance>> evaluators;  // name, instance
-  std::vector<std::pair<std::string, StageInstance>> callbacks;   // "callbacks[i].type", instance
-
-  // Loop state.
-  uint64_t step = 0;  // optimizer steps done
-  uint64_t tokens_seen = 0;
-  double best_val_loss = INFINITY;
-  uint64_t best_step = 0;
-  double wall_s_before = 0;     // wall time of earlier segments of a resumed run
-  bool resumed = false;         // restored from a checkpoint (no step-0 evaluation)
-  bool run_dir_opened = false;  // run() prepared a fresh (not resumed) run folder
-  std::string last_train_json = "{}", last_val_json = "{}";
-  std::unique_ptr<core::NonfiniteGuard> guard;
-
-  Impl(HarnessConfig c, EngineOptions o) : cfg(std::move(c)), opts(std::move(o)) {}
-
-  ~Impl() {
-    // Dependents first: callbacks and evaluators hold the model/tokenizer.
-    callbacks.clear();
-    evaluators.clear();
-    scheduler.reset();
-    optimizer.reset();
-    eval_train_data.reset();
-    val_data.reset();
-    train_data.reset();
-    model.reset();
-    tokenizer.reset();
+uint32_t Engine::Impl::emit(zc_event_kind kind, const std::string& metrics_json) {
+  zc_event e{};
+  e.struct_size = sizeof(zc_event);
+  e.kind = kind;
+  e.step = step;
+  e.max_steps = static_cast<uint64_t>(cfg.training().max_steps);
+  e.metrics_json = metrics_json.c_str();
+  e.model = model.ref();
+  uint32_t all = 0;
+  for (auto& [name, cb] : callbacks) {
+    uint32_t flags = 0;
+    check_plugin_call(*cb.component(), "on_event",
+                      cb.component()->as<zc_callback_table>()->on_event(cb.get(), &e, &flags));
+    all |= flags;
   }
+  return all;
+}
 
-  // ---- setup ---------------------------------------------------------------
+double Engine::Impl::elapsed_s() const { return std::chrono::duration<double>(Clock::now() - run_start).count(); }
 
-  void make_registry() {
-    if (registry) return;
-    PluginSearchOptions so;
-    for (const auto& p : opts.plugin_paths) so.cli_paths.emplace_back(p);
-    for (const auto& p : cfg.plugin_path()) so.config_paths.emplace_back(p);
-    so.allow_insecure = opts.allow_insecure_plugin_path;
-    registry = std::make_unique<Registry>(so);
-    if (!cfg.validated()) cfg.validate(registry.get());
-    log::set_console_level(static_cast<log::Level>(cfg.logging().console_log_level));
-    config_json = cfg.to_json();
-    int threads = static_cast<int>(cfg.hardware().num_threads);
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    host = std::make_unique<HostServices>(cfg.seed(), threads, DLDevice{kDLCPU, 0});
+// ---- the loop -----------------------------------------------------------------
+
+// What the loop holds across steps: the stages' tables, the parameters, the
+// micro-batches of the step, the metrics sink and the trace.
+struct Engine::Impl::Loop {
+  Impl& e;
+  const TrainingConfig& tc;
+  const int profile_steps;  // > 0: `zcode-host profile` (no evaluation, no checkpoints)
+  const uint64_t max_steps;
+  const zc_model_table* mt;
+  const zc_optimizer_table* ot;
+  const zc_scheduler_table* sch;
+  const zc_dataloader_table* dt;
+  zc_param_list params{};
+  uint64_t hessian_interval = 0;  // Sophia's k (0: no Hessian estimate)
+  uint64_t hessian_seed;
+  core::GradientAccumulator acc;
+  core::StepSink sink;
+  core::Trace trace;
+  double ema_step_ms = 0;
+
+  Loop(Impl& impl, int profile)
+      : e(impl),
+        tc(impl.cfg.training()),
+        profile_steps(profile),
+        max_steps(profile > 0 ? impl.step + static_cast<uint64_t>(profile) : static_cast<uint64_t>(tc.max_steps)),
+        mt(impl.model.component()->as<zc_model_table>()),
+        ot(impl.optimizer.component()->as<zc_optimizer_table>()),
+        sch(impl.scheduler.component()->as<zc_scheduler_table>()),
+        dt(impl.train_data.component()->as<zc_dataloader_table>()),
+        hessian_seed(impl.host->raw()->derive_seed(impl.host->raw()->host_ctx, "engine/hessian_labels")),
+        trace(impl.cfg.profiling(), profile,
+              {tc.gradient_accumulation, impl.cfg.data().batch_size, impl.cfg.model().max_seq_len}) {
+    check_plugin_call(*e.model.component(), "params", mt->params(e.model.get(), &params));
+    check_plugin_call(*e.optimizer.component(), "hessian_interval",
+                      ot->hessian_interval(e.optimizer.get(), &hessian_interval));
   }
+  bool profiling() const { return profile_steps > 0; }
 
-  zc_create_args args(const std::string& options, zc_stage_ref tok = {}, zc_stage_ref mdl = {},
-                      const char* split = nullptr) const {
-    zc_create_args a{};
-    a.struct_size = sizeof(zc_create_args);
-    a.host = host->raw();
-    a.options_json = options.c_str();
-    a.config_json = config_json.c_str();
-    a.run_dir = run_dir.c_str();
-    a.tokenizer = tok;
-    a.model = mdl;
-    a.split = split;
-    return a;
-  }
-
-  void create_tokenizer() {
-    if (tokenizer) return;  // preflight created it
-    const std::string tok_opts = cfg.section_json("data.tokenizer");
-    const auto& tc = registry->require(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer");
-    tokenizer = StageInstance(tc, args(tok_opts));
-  }
-
-  // The memory estimate (see Engine::preflight): logged, then checked
-  // against what the machine has left, before any buffer exists.
-  void check_memory(bool training) {
-    const std::string model_opts = cfg.section_json("model");
-    const auto& mc = registry->require(ZC_KIND_MODEL, cfg.model().type, "model.type");
-    const Component* oc =
-        training ? &registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name") : nullptr;
-    const std::string opt_opts = cfg.section_json("optimizer");
-    const MemoryEstimate est = estimate_run_memory(mc, args(model_opts, tokenizer.ref()), oc, args(opt_opts));
-    const auto avail = available_memory_bytes();
-    char b[64];
-    std::snprintf(b, sizeof b, "%.1f MiB", avail ? static_cast<double>(*avail) / (1024.0 * 1024.0) : 0.0);
-    log::info("Memory estimate: " + est.describe() + (avail ? std::string(" of ") + b + " available" : std::string()));
-    for (const std::string& u : est.unknown) log::warn("Memory estimate unknown for " + u);
-    if (avail && est.known_total() > *avail)
-      throw ConfigValidationError(
-          cfg.origin(), {{"data.batch_size",
-                          "the run needs about " + est.describe() + ", more than the " + b +
-                              " this machine has available (MemAvailable, cgroup limit); lower data.batch_size (raise "
-                              "training.gradient_accumulation to keep the tokens per step) or model.max_seq_len, or "
-                              "evaluation.batch_size when it is the larger"}});
-  }
-
-  // Engine::preflight: files, tokenizer, memory; nothing written.
-  void preflight(bool training) {
-    make_registry();
-    EnvironmentCheckOptions eo;
-    eo.training = training;
-    if (auto errors = check_environment(cfg, eo); !errors.empty())
-      throw ConfigValidationError(cfg.origin(), std::move(errors));
-    create_tokenizer();
-    check_memory(training);
-  }
-
-  void create_core_stages(bool training) {
-    create_tokenizer();
-    const std::string model_opts = cfg.section_json("model");
-    const auto& mc = registry->require(ZC_KIND_MODEL, cfg.model().type, "model.type");
-    model = StageInstance(mc, args(model_opts, tokenizer.ref()));
-    if (training) {
-      const std::string data_opts = cfg.section_json("data");
-      const auto& dc = registry->require(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader");
-      train_data = StageInstance(dc, args(data_opts, tokenizer.ref(), {}, "train"));
-      const std::string opt_opts = cfg.section_json("optimizer");
-      const auto& oc = registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name");
-      optimizer = StageInstance(oc, args(opt_opts, {}, model.ref()));
-      const std::string sch_opts = cfg.section_json("scheduler");
-      const auto& sc = registry->require(ZC_KIND_SCHEDULER, cfg.scheduler().type, "scheduler.type");
-      scheduler = StageInstance(sc, args(sch_opts));
-    }
-    const std::string eval_opts = cfg.section_json("evaluation");
-    for (const auto& name : cfg.evaluation().plugins) {
-      const auto& ec = registry->require(ZC_KIND_EVALUATOR, name, "evaluation.plugins");
-      evaluators.emplace_back(name, StageInstance(ec, args(eval_opts, tokenizer.ref(), model.ref())));
-    }
-  }
-
-  // The resolved list: the defaults merged with the config's entries
-  // (HarnessConfig's merge_callbacks), in that order.
-  void create_callbacks() {
-    const auto& list = cfg.callbacks();
-    // --quiet and --log-format json: no progress bar between the lines
-    // (it would be the only non-JSON, non-warning output on stdout); with
-    // json (and not quiet) the console prints its events as JSON objects.
-    const bool quiet = log::console_quiet();
-    const bool json = log::console_format() == log::Format::Json && !quiet;
-    const bool no_bar = quiet || json;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string where = "callbacks[" + std::to_string(i) + "].type";
-      const auto& cc = registry->require(ZC_KIND_CALLBACK, list[i].type, where);
-      std::string options = list[i].options_json;
-      if (no_bar && list[i].type == "console") {
-        rapidjson::Document d;
-        d.Parse(options.c_str());
-        if (!d.HasParseError() && d.IsObject()) {
-          d.RemoveMember("progress_bar");
-          d.AddMember("progress_bar", "off", d.GetAllocator());
-          if (json) {
-            d.RemoveMember("log_format");
-            d.AddMember("log_format", "json", d.GetAllocator());
-          }
-          rapidjson::StringBuffer sb;
-          rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-          d.Accept(w);
-          options = sb.GetString();
-        }
-      }
-      callbacks.emplace_back("callbacks[" + std::to_string(i) + "]." + list[i].type,
-                             StageInstance(cc, args(options, tokenizer.ref(), model.ref())));
-    }
-  }
-
-  // The loader an evaluation of `split` reads (created on first use).
-  const StageInstance& eval_data(const std::string& split) {
-    StageInstance& slot = split == "train" ? eval_train_data : val_data;
-    if (!slot) {
-      const std::string data_opts = cfg.section_json("data");
-      const auto& dc = registry->require(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader");
-      slot = StageInstance(dc, args(data_opts, tokenizer.ref(), {}, split == "train" ? "train" : "val"));
-    }
-    return slot;
-  }
-
-  // ---- info ----------------------------------------------------------------
-
-  std::string tokenizer_info() const {
-    const char* j = nullptr;
-    check_plugin_call(*tokenizer.component(), "info_json",
-                      tokenizer.component()->as<zc_tokenizer_table>()->info_json(tokenizer.get(), &j));
-    return j && is_json(j) ? j : "{}";
-  }
-  std::string model_info() const {
-    const char* j = nullptr;
-    check_plugin_call(*model.component(), "info_json",
-                      model.component()->as<zc_model_table>()->info_json(model.get(), &j));
-    return j && is_json(j) ? j : "{}";
-  }
-  std::pair<uint64_t, uint64_t> num_params() const {
-    uint64_t t = 0, a = 0;
-    check_plugin_call(*model.component(), "num_params",
-                      model.component()->as<zc_model_table>()->num_params(model.get(), &t, &a));
-    return {t, a};
-  }
-  std::string provenance() const {
-    if (!train_data) return "[]";
-    const char* j = nullptr;
-    check_plugin_call(*train_data.component(), "provenance_json",
-                      train_data.component()->as<zc_dataloader_table>()->provenance_json(train_data.get(), &j));
-    return j && is_json(j) ? j : "[]";
-  }
-
-  // ---- events ----------------------------------------------------------------
-
-  uint32_t emit(zc_event_kind kind, const std::string& metrics_json) {
-    zc_event e{};
-    e.struct_size = sizeof(zc_event);
-    e.kind = kind;
-    e.step = step;
-    e.max_steps = static_cast<uint64_t>(cfg.training().max_steps);
-    e.metrics_json = metrics_json.c_str();
-    e.model = model.ref();
-    uint32_t all = 0;
-    for (auto& [name, cb] : callbacks) {
-      uint32_t flags = 0;
-      check_plugin_call(*cb.component(), "on_event",
-                        cb.component()->as<zc_callback_table>()->on_event(cb.get(), &e, &flags));
-      all |= flags;
-    }
-    return all;
-  }
-
-  // ---- state -------------------------------------------------------------------
-
-  struct StageSlot {
-    std::string key;
-    const StageInstance* inst;
-    int file;  // 0 model, 1 optimizer, 2 extra
+  // What one optimizer step did.
+  struct Step {
+    double loss = 0, grad_norm = 0, lr = 0, data_wait_ms = 0, step_ms = 0;
+    int64_t tokens = 0;
+    core::NonfiniteGuard::Action action = core::NonfiniteGuard::Action::kApply;
   };
-  std::vector<StageSlot> stage_slots() const {
-    std::vector<StageSlot> s;
-    if (tokenizer) s.push_back({"tokenizer", &tokenizer, 2});
-    if (train_data) s.push_back({"data.train", &train_data, 2});
-    if (model) s.push_back({"model", &model, 0});
-    if (optimizer) s.push_back({"optimizer", &optimizer, 1});
-    if (scheduler) s.push_back({"scheduler", &scheduler, 2});
-    for (const auto& [n, e] : evaluators) s.push_back({"evaluation." + n, &e, 2});
-    for (const auto& [n, c] : callbacks) s.push_back({n, &c, 2});
-    return s;
+
+  // The step's micro-batches into `acc` (the loader's memory is reused);
+  // false when a stop request interrupted the wait.
+  bool load_batches(Step& s) {
+    acc.clear();
+    for (int64_t m = 0; m < tc.gradient_accumulation; ++m) {
+      zc_batch b{};
+      b.struct_size = sizeof(zc_batch);
+      int32_t has = 0;
+      const auto t0 = Clock::now();
+      zc_status* ds = dt->next_batch(e.train_data.get(), &b, &has);
+      if (ds && stop_requested()) {
+        // Stopped while waiting for data: micro-batches of this step may
+        // already be consumed, so a checkpoint now could not resume exactly.
+        // The newest checkpoint stays the resume point.
+        status_release(ds);
+        log::warn("Stopped on request while waiting for data at step " + std::to_string(e.step) +
+                  "; no new checkpoint (resume with --resume-from latest from the newest one)");
+        return false;
+      }
+      check_plugin_call(*e.train_data.component(), "next_batch", ds);
+      s.data_wait_ms += ms_since(t0);
+      trace.span("data_wait", t0);
+      if (!has) throw RunFailure("data: the train split ended (a train loader must cycle epochs)", kExitRuntimeError);
+      acc.add(b);
+    }
+    return true;
   }
 
-  std::string engine_state_json() const {
-    std::string s = "{";
-    json_num(s, "step", static_cast<double>(step));
-    json_num(s, "tokens_seen", static_cast<double>(tokens_seen));
-    json_num(s, "best_val_loss", best_val_loss);
-    json_num(s, "best_step", static_cast<double>(best_step));
-    json_num(s, "wall_time_s", wall_s_before + elapsed_s());
-    s += ",\"nonfinite_guard\":" + (guard ? guard->state_json() : std::string("{}"));
-    s += ",\"last_train\":" + last_train_json + ",\"last_val\":" + last_val_json + "}";
-    return s;
+  // Sophia: Hessian estimate from labels sampled from the model (Algorithm 3).
+  void update_hessian(uint64_t update) {
+    if (!core::hessian_due(update, hessian_interval)) return;
+    const auto t0 = Clock::now();
+    double ignored = 0;
+    check_plugin_call(
+        *e.model.component(), "forward_backward (sampled labels)",
+        acc.run(mt, e.model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
+    check_plugin_call(*e.optimizer.component(), "update_hessian",
+                      ot->update_hessian(e.optimizer.get(), acc.target_tokens()));
+    trace.span("hessian", t0);
   }
 
-  Clock::time_point run_start = Clock::now();
-  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - run_start).count(); }
-
-  fs::path save_checkpoint() {
-    ckpt::CheckpointContents c;
-    c.step = step;
-    std::string stages = "{";
-    for (const auto& slot : stage_slots()) {
-      WriterCtx ctx;
-      ctx.stage = slot.key;
-      ctx.tensors = slot.file == 0 ? &c.model : slot.file == 1 ? &c.optimizer : &c.extra;
-      if (slot.file == 2) ctx.prefix = slot.key + "/";
-      zc_state_writer w{sizeof(zc_state_writer), 0, &ctx, &writer_put_tensor, &writer_put_json};
-      check_plugin_call(*slot.inst->component(), "save_state",
-                        slot.inst->component()->base()->save_state(slot.inst->get(), &w));
-      if (stages.size() > 1) stages += ",";
-      stages += json_escape(slot.key) + ":";
-      if (!ctx.json_set) stages += "null";
-      else if (is_json(ctx.json)) stages += ctx.json;
-      else stages += json_escape(ctx.json);  // not JSON: kept verbatim as a string
+  // Forward/backward over the micro-batches (loss / step tokens), clip, the
+  // non-finite guard, lr, update; advances e.step.
+  void forward_backward_update(Step& s) {
+    const uint64_t update = e.step + 1;
+    update_hessian(update);
+    sink.reset();
+    auto t0 = Clock::now();
+    check_plugin_call(*e.model.component(), "forward_backward",
+                      acc.run(mt, e.model.get(), tc.loss_scale, &sink.sink, &s.loss));
+    trace.span("forward_backward", t0);
+    t0 = Clock::now();
+    s.grad_norm = core::clip_grad_norm(params, tc.clip_grad_norm);
+    trace.span("clip_grad_norm", t0);
+    check_plugin_call(*e.scheduler.component(), "lr", sch->lr(e.scheduler.get(), e.step, e.cfg.optimizer().lr, &s.lr));
+    s.action = e.guard->check(e.step, s.loss, s.grad_norm);
+    if (s.action == core::NonfiniteGuard::Action::kApply) {
+      t0 = Clock::now();
+      check_plugin_call(*e.optimizer.component(), "step", ot->step(e.optimizer.get(), s.lr, update));
+      trace.span("optimizer_step", t0);
     }
-    stages += "}";
-    // The plugin files that made this checkpoint (environment snapshot).
-    std::string plugins = "[";
-    for (const auto& slot : stage_slots()) {
-      const Component* c = slot.inst->component();
-      if (plugins.size() > 1) plugins += ",";
-      plugins += "{\"stage\":" + json_escape(slot.key) + ",\"component\":" + json_escape(c->name);
-      if (c->file) {
-        plugins += ",\"plugin\":" + json_escape(c->file->name) + ",\"version\":" + json_escape(c->file->version);
-        plugins += ",\"file\":" + json_escape(c->file->path.string());
-        plugins += ",\"abi\":\"" + std::to_string(c->file->abi_major) + "." + std::to_string(c->file->abi_minor) + "\"";
-      }
-      plugins += "}";
-    }
-    plugins += "]";
-    const std::string overrides = [&] {
-      std::string o = "[";
-      for (const auto& s : cfg.overrides()) {
-        if (o.size() > 1) o += ",";
-        o += json_escape(s);
-      }
-      return o + "]";
-    }();
-    // The folder the config's relative paths resolve against, for evaluate
-    // and generate with the stored config from another folder.
-    std::error_code cwd_ec;
-    const fs::path cwd = fs::current_path(cwd_ec);
-    std::string state =
-        "{\"format\":\"zcode-checkpoint/1\",\"step\":" + std::to_string(step) +
-        ",\"max_steps\":" + std::to_string(cfg.training().max_steps) + ",\"seed\":" + std::to_string(cfg.seed()) +
-        ",\"rng\":{\"note\":\"every random stream is derived from seed and a stream name "
-        "(zc_host_services.derive_seed); "
-        "stages keep their own generator state in stages.<name>\",\"seed\":" +
-        std::to_string(cfg.seed()) + "}" + ",\"engine\":" + engine_state_json() + ",\"stages\":" + stages +
-        (cwd_ec ? std::string() : ",\"cwd\":" + json_escape(cwd.string())) + ",\"config\":" + config_json +
-        ",\"config_sha256\":\"" + ckpt::sha256_hex(config_json.data(), config_json.size()) +
-        "\",\"overrides\":" + overrides +
-        ",\"git_commit\":\"" ZCODE_GIT_COMMIT "\",\"environment\":" + rundir::environment_json(host->num_threads()) +
-        ",\"plugins\":" + plugins + "}";
-    c.state_json = std::move(state);
-    fs::path dir = ckpt::write_checkpoint(run_dir / "checkpoints", c, cfg.training().keep_last_n);
-    log::info("Checkpoint saved to " + dir.string());
-    emit(ZC_EVENT_CHECKPOINT, "{\"path\":" + json_escape(dir.string()) + ",\"step\":" + std::to_string(step) + "}");
-    return dir;
+    e.step = update;
+    trace.sample_memory();
+    s.tokens = acc.target_tokens();
+    e.tokens_seen += static_cast<uint64_t>(s.tokens);
   }
 
-  // Compares the checkpoint's config with this run's; architecture/tokenizer
-  // changes are errors, anything else a warning per field.
-  //
-  // The checkpoint's config is resolved against today's schemas first, so a
-  // key added since it was written (absent there) counts only when this
-  // run's value differs from that key's default.
-  void compare_configs(const std::string& old_json) {
-    std::string old_resolved = old_json;
-    try {
-      HarnessConfig old = HarnessConfig::from_string(old_json, "the checkpoint's config");
-      old.validate(registry.get());
-      old_resolved = old.to_json();
-    } catch (const std::exception&) {
-      // Not valid under today's schemas: compare it as written (every
-      // difference is reported below).
-    }
-    rapidjson::Document a, b;
-    a.Parse(old_resolved.c_str());
-    b.Parse(config_json.c_str());
-    if (!a.IsObject() || !b.IsObject()) return;
-    std::map<std::string, std::string> fa, fb;
-    flatten(a, "", fa);
-    flatten(b, "", fb);
-    std::vector<std::string> fatal;
-    auto report = [&](const std::string& path, const std::string& was, const std::string& now) {
-      if (path == "overrides") return;
-      if (HarnessConfig::is_path_field(path) && same_file_path(was, now)) return;
-      const bool arch =
-          (path.rfind("model.", 0) == 0 && !is_eval_only_model_field(path)) || path.rfind("data.tokenizer", 0) == 0;
-      const std::string line = path + ": checkpoint has " + was + ", config has " + now;
-      if (arch) fatal.push_back(line);
-      else log::warn("resume: config differs: " + line);
-    };
-    for (const auto& [k, v] : fa) {
-      auto it = fb.find(k);
-      if (it == fb.end()) report(k, v, "(absent)");
-      else if (it->second != v) report(k, v, it->second);
-    }
-    for (const auto& [k, v] : fb)
-      if (!fa.count(k)) report(k, "(absent)", v);
-    if (!fatal.empty()) {
-      std::string m = "resume: the architecture or tokenizer changed, which a checkpoint cannot follow: " + fatal[0];
-      if (fatal.size() > 1) m += " (and " + std::to_string(fatal.size() - 1) + " more)";
-      throw RunFailure(m, kExitUsageError);
-    }
+  // STEP_END's metrics: the engine's, then the model's (numbers as %.17g).
+  std::string step_end_json(const Step& s) const {
+    sdk::json::Writer w;
+    w.begin_object();
+    w.key("loss").number(s.loss, 17).key("lr").number(s.lr, 17).key("grad_norm").number(s.grad_norm, 17);
+    w.key("tokens").number(static_cast<double>(s.tokens), 17);
+    w.key("tokens_per_s").number(s.tokens / (s.step_ms / 1000.0), 17);
+    w.key("step_time_ms").number(s.step_ms, 17).key("data_wait_ms").number(s.data_wait_ms, 17);
+    w.key("data_wait_fraction").number(s.step_ms > 0 ? s.data_wait_ms / s.step_ms : 0, 17);
+    w.key("eta_s").number((max_steps - e.step) * ema_step_ms / 1000.0, 17);
+    w.key("skipped").number(s.action == core::NonfiniteGuard::Action::kApply ? 0 : 1, 17);
+    // The model's metrics follow, except those the engine already wrote:
+    // each key once (the model's own "tokens" is the same target-token
+    // count, summed over micro-batches; the engine's is what tokens_per_s uses).
+    for (const auto& m : sink.entries)
+      if (m.count && !core::engine_step_key(m.name)) w.key(m.name).number(sink.value(m), 17);
+    w.end_object();
+    return w.str();
   }
 
-  // Loads every stage's state from a verified checkpoint. `only_model` for evaluate/generate.
-  void restore(const ckpt::LoadedCheckpoint& ck, bool only_model) {
-    rapidjson::Document state;
-    state.Parse<rapidjson::kParseFullPrecisionFlag>(ck.state_json.c_str());
-    const rapidjson::Value* stages =
-        state.HasMember("stages") && state["stages"].IsObject() ? &state["stages"] : nullptr;
-    for (const auto& slot : stage_slots()) {
-      if (only_model && slot.key != "model") continue;
-      std::string json;
-      const st::Reader* r = slot.file == 0 ? ck.model.get() : slot.file == 1 ? ck.optimizer.get() : ck.extra.get();
-      if (stages && stages->HasMember(slot.key.c_str())) {
-        const auto& v = (*stages)[slot.key.c_str()];
-        if (v.IsString()) json.assign(v.GetString(), v.GetStringLength());
-        else if (!v.IsNull()) {
-          rapidjson::StringBuffer sb;
-          rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-          v.Accept(w);
-          json = sb.GetString();
-        }
-      } else if (!only_model) {
-        log::warn("resume: the checkpoint has no state for " + slot.key + " (it starts fresh)");
-      }
-      ckpt::StateReaderView rd(r, slot.file == 2 ? slot.key + "/" : "", std::move(json));
-      check_plugin_call(*slot.inst->component(), "load_state",
-                        slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
-    }
-    if (only_model) return;
-    resumed = true;
-    step = ck.step;
-    if (state.HasMember("engine") && state["engine"].IsObject()) {
-      const auto& e = state["engine"];
-      auto num = [&](const char* k, double d) { return e.HasMember(k) && e[k].IsNumber() ? e[k].GetDouble() : d; };
-      tokens_seen = static_cast<uint64_t>(num("tokens_seen", 0));
-      best_val_loss =
-          e.HasMember("best_val_loss") && e["best_val_loss"].IsNumber() ? e["best_val_loss"].GetDouble() : INFINITY;
-      best_step = static_cast<uint64_t>(num("best_step", 0));
-      wall_s_before = num("wall_time_s", 0);
-      if (e.HasMember("nonfinite_guard") && guard) {
-        rapidjson::StringBuffer sb;
-        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-        e["nonfinite_guard"].Accept(w);
-        guard->load_state_json(sb.GetString());
-      }
-    }
+  bool log_due() const {
+    const uint64_t step = e.step;
+    return tc.log_every > 0 && (step % static_cast<uint64_t>(tc.log_every) == 0 || step == 1 || step == max_steps);
+  }
+  // (Not when a stop was requested: the checkpoint comes first, and the
+  // evaluators would only return CANCELLED.)
+  bool eval_due() const {
+    return ((tc.eval_every > 0 && e.step % static_cast<uint64_t>(tc.eval_every) == 0) || e.step == max_steps) &&
+           !stop_requested();
+  }
+  // When a callback asks, and at the end / on a stop.
+  bool save_due(uint32_t flags, bool stopping) const {
+    return (flags & ZC_CALLBACK_REQUEST_CHECKPOINT) || e.step == max_steps || stopping;
   }
 
-  // ---- evaluation ----------------------------------------------------------------
-
-  // Runs every evaluator over `split`; returns the metrics as a JSON object.
-  std::string run_evaluation(const std::string& split, std::map<std::string, double>* out = nullptr) {
-    const StageInstance& data = eval_data(split);
-    MapSink sink;
-    for (auto& [name, ev] : evaluators) {
-      sink.prefix = name == "lm" ? "" : name + "_";
-      check_plugin_call(*ev.component(), "evaluate",
-                        ev.component()->as<zc_evaluator_table>()->evaluate(ev.get(), data.ref(), &sink.sink));
-    }
-    std::string j = "{";
-    for (const auto& [k, v] : sink.values) {
-      json_num(j, k.c_str(), v);
-      if (out) (*out)[k] = v;
-    }
-    return j + "}";
-  }
-
-  // Evaluates at the current step and emits EVAL_END (metrics + best_val_loss,
-  // best_step, eval_time_ms); returns the callbacks' flags (0 when a stop
-  // request interrupted the evaluation). `count_best`: false for the step-0
-  // evaluation, which measures the untrained model and has no checkpoint to
-  // point best_step at.
-  uint32_t evaluate_and_emit(bool count_best) {
-    const auto te = Clock::now();
-    std::map<std::string, double> m;
-    std::string val;
-    try {
-      val = run_evaluation(cfg.evaluation().split, &m);
-    } catch (const PluginError&) {
-      if (!stop_requested()) throw;
-      log::warn("Evaluation at step " + std::to_string(step) + " interrupted by the stop request");
-      return 0;
-    }
-    if (count_best) {
-      last_val_json = val;
-      if (m.count("loss") && m["loss"] < best_val_loss) {
-        best_val_loss = m["loss"];
-        best_step = step;
-      }
-    }
-    std::string j = val;
-    j.pop_back();
-    json_num(j, "best_val_loss", best_val_loss);
-    json_num(j, "best_step", static_cast<double>(best_step));
-    json_num(j, "eval_time_ms", ms_since(te));
-    j += "}";
-    return emit(ZC_EVENT_EVAL_END, j);
-  }
-
-  // ---- the loop ----------------------------------------------------------------
-
-  int train(int profile_steps) {
-    const TrainingConfig& tc = cfg.training();
-    const bool profiling = profile_steps > 0;
-    const uint64_t max_steps =
-        profiling ? step + static_cast<uint64_t>(profile_steps) : static_cast<uint64_t>(tc.max_steps);
-    const auto* mt = model.component()->as<zc_model_table>();
-    const auto* ot = optimizer.component()->as<zc_optimizer_table>();
-    const auto* st_ = scheduler.component()->as<zc_scheduler_table>();
-    const auto* dt = train_data.component()->as<zc_dataloader_table>();
-    zc_param_list params{};
-    check_plugin_call(*model.component(), "params", mt->params(model.get(), &params));
-    uint64_t hess_k = 0;
-    check_plugin_call(*optimizer.component(), "hessian_interval", ot->hessian_interval(optimizer.get(), &hess_k));
-    const uint64_t hessian_seed = host->raw()->derive_seed(host->raw()->host_ctx, "engine/hessian_labels");
-
-    core::GradientAccumulator acc;
-    StepSink sink;
-    std::string ev;  // STEP_END metrics, reused
-    ev.reserve(4096);
-    struct Span {
-      const char* name;
-      double ts_us, dur_us;
-    };
-    // Tracing: every step of `zcode-host profile`; with profiling.enabled in a
-    // run, the active steps of torch.profiler's schedule: cycles of wait,
-    // warmup, active steps, `repeat` times (0 = for ever), counted from 1.
-    const ProfilingConfig& pc = cfg.profiling();
-    const bool tracing = profiling || pc.enabled;
-    auto traced = [&](uint64_t update) {
-      if (profiling) return true;
-      if (!pc.enabled) return false;
-      const uint64_t cycle = static_cast<uint64_t>(pc.wait + pc.warmup + pc.active);
-      if (cycle == 0 || pc.active <= 0) return false;
-      const uint64_t i = update - 1;
-      if (pc.repeat > 0 && i / cycle >= static_cast<uint64_t>(pc.repeat)) return false;
-      return i % cycle >= static_cast<uint64_t>(pc.wait + pc.warmup);
-    };
-    std::vector<Span> trace;
-    if (tracing)
-      trace.reserve(static_cast<size_t>(profiling ? profile_steps
-                                                  : std::max<int64_t>(1, pc.active * std::max<int64_t>(1, pc.repeat))) *
-                        8 +
-                    16);
-    std::vector<std::pair<double, double>> rss;  // (ts_us, resident MiB) when profile_memory
-    bool trace_now = false;
-    const auto t_origin = Clock::now();
-    auto span = [&](const char* name, Clock::time_point t0) {
-      if (trace_now)
-        trace.push_back({name, std::chrono::duration<double, std::micro>(t0 - t_origin).count(),
-                         std::chrono::duration<double, std::micro>(Clock::now() - t0).count()});
-    };
-    double ema_step_ms = 0;
-    bool stop_requested_by_callback = false, interrupted = false;
-    int exit_code = kExitOk;
-
-    // training.eval_at_start: the untrained model's val metrics as step 0 (a
-    // fresh run only; a resumed run already has them in its history).
-    if (!profiling && !resumed && step == 0 && tc.eval_at_start && !stop_requested()) {
-      if (evaluate_and_emit(false) & ZC_CALLBACK_REQUEST_STOP) {
-        log::info("A callback asked to stop training at step 0");
-        return exit_code;
-      }
-    }
-
-    while (step < max_steps) {
-      const auto t_step = Clock::now();
-      trace_now = tracing && traced(step + 1);
-      // 1. Data: hold the step's micro-batches (the loader's memory is reused).
-      acc.clear();
-      double wait_ms = 0;
-      for (int64_t m = 0; m < tc.gradient_accumulation; ++m) {
-        zc_batch b{};
-        b.struct_size = sizeof(zc_batch);
-        int32_t has = 0;
-        const auto t0 = Clock::now();
-        zc_status* ds = dt->next_batch(train_data.get(), &b, &has);
-        if (ds && stop_requested()) {
-          // Stopped while waiting for data: micro-batches of this step may
-          // already be consumed, so a checkpoint now could not resume exactly.
-          // The newest checkpoint stays the resume point.
-          status_release(ds);
-          log::warn("Stopped on request while waiting for data at step " + std::to_string(step) +
-                    "; no new checkpoint (resume with --resume-from latest from the newest one)");
-          return kExitInterrupted;
-        }
-        check_plugin_call(*train_data.component(), "next_batch", ds);
-        wait_ms += ms_since(t0);
-        span("data_wait", t0);
-        if (!has) throw RunFailure("data: the train split ended (a train loader must cycle epochs)", kExitRuntimeError);
-        acc.add(b);
-      }
-      const uint64_t update = step + 1;
-      // 2. Sophia: Hessian estimate from labels sampled from the model (Algorithm 3).
-      if (core::hessian_due(update, hess_k)) {
-        const auto t0 = Clock::now();
-        double ignored = 0;
-        check_plugin_call(
-            *model.component(), "forward_backward (sampled labels)",
-            acc.run(mt, model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
-        check_plugin_call(*optimizer.component(), "update_hessian",
-                          ot->update_hessian(optimizer.get(), acc.target_tokens()));
-        span("hessian", t0);
-      }
-      // 3. Forward/backward over the micro-batches, loss / step tokens.
-      sink.reset();
-      double loss = 0;
-      {
-        const auto t0 = Clock::now();
-        check_plugin_call(*model.component(), "forward_backward",
-                          acc.run(mt, model.get(), tc.loss_scale, &sink.sink, &loss));
-        span("forward_backward", t0);
-      }
-      // 4. Clip, guard, lr, update.
-      auto t0 = Clock::now();
-      const double norm = core::clip_grad_norm(params, tc.clip_grad_norm);
-      span("clip_grad_norm", t0);
-      double lr = 0;
-      check_plugin_call(*scheduler.component(), "lr", st_->lr(scheduler.get(), step, cfg.optimizer().lr, &lr));
-      const auto action = guard->check(step, loss, norm);
-      if (action == core::NonfiniteGuard::Action::kApply) {
-        t0 = Clock::now();
-        check_plugin_call(*optimizer.component(), "step", ot->step(optimizer.get(), lr, update));
-        span("optimizer_step", t0);
-      }
-      step = update;
-      if (trace_now && pc.profile_memory) {
-        long pages = 0, resident = 0;
-        if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
-          if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-          std::fclose(f);
-        }
-        rss.emplace_back(std::chrono::duration<double, std::micro>(Clock::now() - t_origin).count(),
-                         static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20));
-      }
-      const int64_t step_tokens = acc.target_tokens();
-      tokens_seen += static_cast<uint64_t>(step_tokens);
-      if (action == core::NonfiniteGuard::Action::kStop) {
-        if (!profiling) save_checkpoint();
-        throw RunFailure(guard->message(), kExitRuntimeError);
-      }
-      // 5. Report.
-      const double step_ms = ms_since(t_step);
-      ema_step_ms = ema_step_ms == 0 ? step_ms : 0.9 * ema_step_ms + 0.1 * step_ms;
-      ev.clear();
-      ev.push_back('{');
-      json_num(ev, "loss", loss);
-      json_num(ev, "lr", lr);
-      json_num(ev, "grad_norm", norm);
-      json_num(ev, "tokens", static_cast<double>(step_tokens));
-      json_num(ev, "tokens_per_s", step_tokens / (step_ms / 1000.0));
-      json_num(ev, "step_time_ms", step_ms);
-      json_num(ev, "data_wait_ms", wait_ms);
-      json_num(ev, "data_wait_fraction", step_ms > 0 ? wait_ms / step_ms : 0);
-      json_num(ev, "eta_s", (max_steps - step) * ema_step_ms / 1000.0);
-      json_num(ev, "skipped", action == core::NonfiniteGuard::Action::kApply ? 0 : 1);
-      // The model's metrics follow, except those the engine already wrote:
-      // each key once (the model's own "tokens" is the same target-token
-      // count, summed over micro-batches; the engine's is what tokens_per_s uses).
-      for (const auto& e : sink.entries)
-        if (e.count && !engine_step_key(e.name)) json_num(ev, e.name.c_str(), sink.value(e));
-      ev.push_back('}');
-      if (tc.log_every > 0 && (step % static_cast<uint64_t>(tc.log_every) == 0 || step == 1 || step == max_steps))
-        last_train_json = ev;  // (allocates only on logging steps)
-      const uint32_t flags = emit(ZC_EVENT_STEP_END, ev);
-      if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
-      if (profiling) continue;
-      // 6. Evaluate.
-      // (Skipped when a stop was requested: the checkpoint comes first, and
-      // the evaluators would only return CANCELLED.)
-      if (((tc.eval_every > 0 && step % static_cast<uint64_t>(tc.eval_every) == 0) || step == max_steps) &&
-          !stop_requested()) {
-        if (evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
-      }
-      // 7. Checkpoint when a callback asks, and at the end / on a stop.
-      const bool stopping = stop_requested() || stop_requested_by_callback;
-      if ((flags & ZC_CALLBACK_REQUEST_CHECKPOINT) || step == max_steps || stopping) save_checkpoint();
-      if (stop_requested()) {
-        interrupted = true;
-        break;
-      }
-      if (stop_requested_by_callback) {
-        log::info("A callback asked to stop training at step " + std::to_string(step));
-        break;
-      }
-    }
-    if (tracing) {
-      // Chrome trace event format: complete events ("X") per phase, counter
-      // events ("C") for resident memory; shapes as args when profile_shapes.
-      std::string j = "{\"traceEvents\":[";
-      char b[320];
-      for (size_t i = 0; i < trace.size(); ++i) {
-        std::snprintf(b, sizeof b, "%s{\"name\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":1,\"tid\":1",
-                      i ? "," : "", trace[i].name, trace[i].ts_us, trace[i].dur_us);
-        j += b;
-        if (pc.profile_shapes && std::strcmp(trace[i].name, "forward_backward") == 0) {
-          std::snprintf(b, sizeof b, ",\"args\":{\"micro_batches\":%lld,\"batch_size\":%lld,\"seq\":%lld}",
-                        static_cast<long long>(tc.gradient_accumulation), static_cast<long long>(cfg.data().batch_size),
-                        static_cast<long long>(cfg.model().max_seq_len));
-          j += b;
-        }
-        j += "}";
-      }
-      for (const auto& [ts, mib] : rss) {
-        std::snprintf(b, sizeof b,
-                      "%s{\"name\":\"memory\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":1,\"args\":{\"rss_mib\":%.3f}}",
-                      j.size() > 16 ? "," : "", ts, mib);
-        j += b;
-      }
-      j += "],\"displayTimeUnit\":\"ms\"}\n";
-      ckpt::write_file_atomic(run_dir / "trace.json", j);
-      log::info(
-          "Trace of " +
-          std::string(profiling ? std::to_string(profile_steps) + " steps" : "the profiling.schedule's active steps") +
-          " written to " + (run_dir / "trace.json").string() + " (open in chrome://tracing)");
-      if (profiling) return kExitOk;
-    }
-    if (interrupted) {
-      log::warn("Stopped on request at step " + std::to_string(step) + "/" + std::to_string(max_steps) +
-                "; resume with --resume-from latest");
-      exit_code = kExitInterrupted;
-    }
-    return exit_code;
-  }
-
-  std::string summary_json(bool interrupted) const {
-    auto [total, active] = num_params();
-    const double wall = wall_s_before + elapsed_s();
-    std::string s = "{";
-    json_num(s, "step", static_cast<double>(step));
-    json_num(s, "max_steps", static_cast<double>(cfg.training().max_steps));
-    json_num(s, "tokens_seen", static_cast<double>(tokens_seen));
-    json_num(s, "wall_time_s", wall);
-    json_num(s, "num_threads", host->num_threads());
-    json_num(s, "cpu_core_hours", wall * host->num_threads() / 3600.0);
-    json_num(s, "params_total", static_cast<double>(total));
-    json_num(s, "params_active", static_cast<double>(active));
-    json_num(s, "best_val_loss", best_val_loss);
-    json_num(s, "best_step", static_cast<double>(best_step));
-    s += ",\"interrupted\":" + std::string(interrupted ? "true" : "false");
-    s += ",\"experiment_name\":" + json_escape(cfg.experiment_name());
-    s += ",\"run_dir\":" + json_escape(run_dir.string());
-    s += ",\"cpu_model\":" + json_escape(rundir::cpu_model());
-    s += ",\"final_train\":" + last_train_json + ",\"final_val\":" + last_val_json;
-    s += ",\"model_info\":" + model_info() + ",\"tokenizer_info\":" + tokenizer_info();
-    s += ",\"provenance\":" + provenance();
-    s += ",\"environment\":" + rundir::environment_json(host->num_threads());
-    s += ",\"config\":" + config_json + "}";
-    return s;
-  }
-
-  void open_run_dir(bool resume, bool overwrite) {
-    run_dir = fs::path(cfg.logging().output_dir) / cfg.experiment_name();
-    const bool reused = rundir::prepare(run_dir, resume, overwrite);
-    run_dir_opened = !resume;
-    log::open_file(run_dir / "logs" / "console.log");
-    if (reused)
-      log::info("Reusing " + run_dir.string() +
-                ": it holds only what a start that failed before its first step left (config.yaml, logs/, "
-                "a step-0 metrics.json; logs/console.log is appended to)");
-  }
-
-  // The run folder's config.yaml: written only once the run will start (after
-  // a resume's checkpoint is checked), so a refused resume leaves the folder's
-  // record of its config as it was.
-  void write_run_config() const {
-    std::string yaml = rundir::kResolvedConfigHeader;
-    if (!opts.config_path.empty()) yaml += "; from " + opts.config_path;
-    yaml += "\n";
-    for (const auto& o : cfg.overrides()) yaml += "# --set " + o + "\n";
-    std::error_code ec;
-    const fs::path cwd = fs::current_path(ec);
-    yaml += ec ? cfg.to_yaml() : cfg.to_yaml_absolute_paths(cwd);
-    if (!yaml.empty() && yaml.back() != '\n') yaml += "\n";
-    ckpt::write_file_atomic(run_dir / "config.yaml", yaml);
+  void write_trace() const {
+    const fs::path path = e.run_dir / "trace.json";
+    trace.write(path);
+    log::info(
+        "Trace of " +
+        std::string(profiling() ? std::to_string(profile_steps) + " steps" : "the profiling.schedule's active steps") +
+        " written to " + path.string() + " (open in chrome://tracing)");
   }
 };
+
+int Engine::Impl::train(int profile_steps) {
+  Loop loop(*this, profile_steps);
+  // training.eval_at_start: the untrained model's val metrics as step 0 (a
+  // fresh run only; a resumed run already has them in its history).
+  if (!loop.profiling() && !resumed && step == 0 && cfg.training().eval_at_start && !stop_requested() &&
+      (evaluate_and_emit(false) & ZC_CALLBACK_REQUEST_STOP)) {
+    log::info("A callback asked to stop training at step 0");
+    return kExitOk;
+  }
+  bool stop_requested_by_callback = false, interrupted = false;
+  while (step < loop.max_steps) {
+    const auto t_step = Clock::now();
+    loop.trace.begin_step(step + 1);
+    Loop::Step s;
+    if (!loop.load_batches(s)) return kExitInterrupted;
+    loop.forward_backward_update(s);
+    if (s.action == core::NonfiniteGuard::Action::kStop) {
+      if (!loop.profiling()) save_checkpoint();
+      throw RunFailure(guard->message(), kExitRuntimeError);
+    }
+    s.step_ms = ms_since(t_step);
+    loop.ema_step_ms = loop.ema_step_ms == 0 ? s.step_ms : 0.9 * loop.ema_step_ms + 0.1 * s.step_ms;
+    const std::string ev = loop.step_end_json(s);
+    if (loop.log_due()) last_train_json = ev;
+    const uint32_t flags = emit(ZC_EVENT_STEP_END, ev);
+    if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
+    if (loop.profiling()) continue;
+    if (loop.eval_due() && (evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP)) stop_requested_by_callback = true;
+    if (loop.save_due(flags, stop_requested() || stop_requested_by_callback)) save_checkpoint();
+    if (stop_requested()) {
+      interrupted = true;
+      break;
+    }
+    if (stop_requested_by_callback) {
+      log::info("A callback asked to stop training at step " + std::to_string(step));
+      break;
+    }
+  }
+  if (loop.trace.enabled()) {
+    loop.write_trace();
+    if (loop.profiling()) return kExitOk;
+  }
+  if (!interrupted) return kExitOk;
+  log::warn("Stopped on request at step " + std::to_string(step) + "/" + std::to_string(loop.max_steps) +
+            "; resume with --resume-from latest");
+  return kExitInterrupted;
+}
 
 // ---------------------------------------------------------------------------
 
@@ -1016,9 +303,8 @@ Engine::Engine(HarnessConfig cfg, EngineOptions opts)
 Engine::~Engine() = default;
 const fs::path& Engine::run_dir() const { return impl_->run_dir; }
 
-namespace {
 // Maps an exception from a run to its one-line message and exit code.
-int report(const char* what) {
+int engine_detail::report(const char* what) {
   try {
     throw;
   } catch (const RunFailure& e) {
@@ -1043,7 +329,6 @@ int report(const char* what) {
     return kExitRuntimeError;
   }
 }
-}  // namespace
 
 int Engine::run() {
   Impl& m = *impl_;
@@ -1074,13 +359,11 @@ int Engine::run() {
                              ", past training.max_steps = " + std::to_string(max_steps) +
                              " (raise training.max_steps, or resume from an earlier checkpoint)",
                          kExitUsageError);
-      rapidjson::Document st;
-      st.Parse(ck->state_json.c_str());
-      if (st.HasMember("config")) {
-        rapidjson::StringBuffer sb;
-        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-        st["config"].Accept(w);
-        m.compare_configs(sb.GetString());
+      if (const auto stored = ckpt::read_state(*ck).config) {
+        // Architecture/tokenizer changes are errors, anything else a warning per field.
+        const core::ConfigDiff diff = core::diff_resume_config(*stored, m.config_json, m.registry.get());
+        for (const std::string& line : diff.changed) log::warn("resume: config differs: " + line);
+        if (!diff.fatal.empty()) throw RunFailure(diff.fatal_message(), kExitUsageError);
       }
     }
     m.write_run_config();
@@ -1117,12 +400,18 @@ int Engine::run() {
       m.restore(*ck, false);
       log::info("Resumed from " + ck->dir.string() + " at step " + std::to_string(m.step));
     }
-    m.emit(ZC_EVENT_SETUP,
-           "{\"run_dir\":" + json_escape(m.run_dir.string()) + ",\"resumed_step\":" + std::to_string(m.step) + "}");
+    m.emit(ZC_EVENT_SETUP, sdk::json::Writer()
+                               .begin_object()
+                               .key("run_dir")
+                               .string(m.run_dir.string())
+                               .key("resumed_step")
+                               .integer(m.step)
+                               .end_object()
+                               .str());
     int rc = m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) ? kExitOk : m.train(0);
     if (m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) && rc == kExitOk && m.last_val_json == "{}") {
       // A run resumed from its final checkpoint: evaluate so the summary has numbers.
-      m.last_val_json = m.run_evaluation(m.cfg.evaluation().split);
+      m.last_val_json = metrics_json(m.run_evaluation(m.cfg.evaluation().split));
     }
     const std::string summary = m.summary_json(rc == kExitInterrupted);
     torn_down = true;
@@ -1162,51 +451,6 @@ int Engine::run() {
 }
 
 void Engine::preflight() { impl_->preflight(true); }
-
-int Engine::evaluate(const std::string& checkpoint, const std::string& split, const std::string& out_json) {
-  Impl& m = *impl_;
-  try {
-    if (split != "val" && split != "train")
-      throw RunFailure("--split: '" + split + "' is not one of val, train", kExitUsageError);
-    m.make_registry();
-    m.run_dir = fs::path(m.cfg.logging().output_dir) / m.cfg.experiment_name();
-    fs::path dir = ckpt::resolve(checkpoint, m.run_dir);
-    auto ck = ckpt::load_checkpoint(dir, ckpt::Parts::kModelOnly);
-    m.create_core_stages(false);
-    m.restore(ck, true);
-    std::map<std::string, double> vals;
-    std::string j = m.run_evaluation(split, &vals);
-    // A NaN or infinite loss is a broken model, not a result (the JSON would
-    // say "loss": null and a script would take exit 0 as success).
-    if (auto it = vals.find("loss"); it != vals.end() && !std::isfinite(it->second))
-      throw RunFailure("evaluate: " + dir.string() + " gives a " + (std::isnan(it->second) ? "NaN" : "non-finite") +
-                           " loss on the " + split + " split (the weights are not usable: diverged or corrupted)",
-                       kExitRuntimeError);
-    std::string line = "Evaluation of " + dir.string() + " on " + split + ":";
-    for (const auto& [k, v] : vals) {
-      char b[64];
-      std::snprintf(b, sizeof b, " %s %.6g", k.c_str(), v);
-      line += b;
-    }
-    const std::string result = "{\"checkpoint\":" + json_escape(dir.string()) + ",\"step\":" + std::to_string(ck.step) +
-                               ",\"split\":" + json_escape(split) + ",\"metrics\":" + j + "}";
-    if (log::console_format() == log::Format::Json) {
-      // The result is a record on stdout, shown under --quiet too (it is what
-      // the command is for, not a log line); the text form stays at DEBUG.
-      log::write_record("{\"event\":\"evaluate\"," + result.substr(1), true);
-      log::debug(line);
-    } else {
-      log::info(line);
-    }
-    if (!out_json.empty()) {
-      ckpt::write_file_atomic(out_json, result + "\n");
-      log::info("Metrics written to " + out_json);
-    }
-    return kExitOk;
-  } catch (...) {
-    return report("evaluate");
-  }
-}
 
 int Engine::profile(int steps) {
   Impl& m = *impl_;

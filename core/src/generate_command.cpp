@@ -6,11 +6,10 @@
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
 #include <zcode/core/registry.h>
+#include <zcode/core/stage_factory.h>
 #include <zcode/sdk/buffers.h>
 
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <thread>
@@ -135,38 +134,16 @@ int run_command(const Command& c, std::ostream& out) {
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     HostServices host(cfg.seed(), threads);
     const std::string cfg_json = cfg.to_json();
-    auto args = [&](const std::string& opts, zc_stage_ref tok) {
-      zc_create_args a{};
-      a.struct_size = sizeof a;
-      a.host = host.raw();
-      a.options_json = opts.c_str();
-      a.config_json = cfg_json.c_str();
-      a.run_dir = "";
-      a.tokenizer = tok;
-      return a;
-    };
-    const std::string tok_opts = cfg.section_json("data.tokenizer");
-    StageInstance tokenizer(registry.require(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer"),
-                            args(tok_opts, {}));
-    const std::string model_opts = cfg.section_json("model");
-    StageInstance model(registry.require(ZC_KIND_MODEL, cfg.model().type, "model.type"),
-                        args(model_opts, tokenizer.ref()));
+    const fs::path no_run_dir;  // generate writes nothing
+    const StageFactory stages(registry, host, cfg_json, no_run_dir);
+    StageInstance tokenizer = stages.create(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer",
+                                            cfg.section_json("data.tokenizer"));
+    StageInstance model = stages.create(ZC_KIND_MODEL, cfg.model().type, "model.type", cfg.section_json("model"),
+                                        {.tokenizer = tokenizer.ref()});
     {
-      rapidjson::Document st;
-      st.Parse(ck->state_json.c_str());
-      std::string json;
-      if (st.IsObject() && st.HasMember("stages") && st["stages"].IsObject() && st["stages"].HasMember("model") &&
-          !st["stages"]["model"].IsNull()) {
-        const auto& v = st["stages"]["model"];
-        if (v.IsString()) json = v.GetString();
-        else {
-          rapidjson::StringBuffer sb;
-          rapidjson::Writer<rapidjson::StringBuffer> w(sb);
-          v.Accept(w);
-          json = sb.GetString();
-        }
-      }
-      ckpt::StateReaderView rd(ck->model.get(), "", std::move(json));
+      const ckpt::StoredState state = ckpt::read_state(*ck);
+      const std::string* json = state.stage("model");
+      ckpt::StateReaderView rd(ck->tensors(ckpt::TensorFile::kModel), "", json ? *json : std::string());
       check_plugin_call(*model.component(), "load_state", model.component()->base()->load_state(model.get(), rd.get()));
     }
     const auto* tt = tokenizer.component()->as<zc_tokenizer_table>();

@@ -19,6 +19,7 @@
 
 #include <zcode/sdk/safetensors.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -29,6 +30,10 @@
 #include <utility>
 #include <vector>
 
+namespace zcode {
+struct Component;  // zcode/core/registry.h
+}
+
 namespace zcode::ckpt {
 
 /// A checkpoint that cannot be used, one line naming the file:
@@ -37,6 +42,19 @@ class CheckpointError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// The tensor files of a step folder. The model's tensors go to kModel and
+/// the optimizer's to kOptimizer under their own names; every other stage's
+/// go to kExtra, each name prefixed with "<stage key>/" (tensor_prefix).
+enum class TensorFile { kModel, kOptimizer, kExtra };
+
+/// The file's name in the step folder: "model.safetensors",
+/// "optimizer.safetensors", "extra.safetensors".
+const char* file_name(TensorFile f);
+
+/// What the tensors of stage `key` are prefixed with in `f`: "<key>/" in
+/// kExtra (one file shared by several stages), "" otherwise.
+std::string tensor_prefix(TensorFile f, const std::string& key);
 
 /// Lower-case hex SHA-256 (FIPS 180-4, via OpenSSL EVP) of bytes / a file.
 /// sha256_file throws CheckpointError when the file cannot be read.
@@ -54,9 +72,60 @@ struct CheckpointContents {
   zcode::sdk::safetensors::Writer optimizer;
   zcode::sdk::safetensors::Writer extra;
   /// state.json without the "files" entry (added by write_checkpoint): a JSON
-  /// object as text.
+  /// object as text, as state_json() builds it.
   std::string state_json;
+
+  /// The writer of file `f`.
+  zcode::sdk::safetensors::Writer& tensors(TensorFile f);
+  const zcode::sdk::safetensors::Writer& tensors(TensorFile f) const;
 };
+
+/// The engine's own loop state, state.json's "engine" object.
+struct EngineState {
+  uint64_t step = 0;                ///< optimizer steps done
+  uint64_t tokens_seen = 0;         ///< target tokens trained on
+  double best_val_loss = INFINITY;  ///< null in state.json until an evaluation ran
+  uint64_t best_step = 0;
+  double wall_time_s = 0;  ///< seconds, all segments of a resumed run
+  /// NonfiniteGuard::state_json(); "" = none (written as {}, and read back
+  /// as "" when state.json has no entry).
+  std::string nonfinite_guard;
+  /// The last logged STEP_END metrics and the last EVAL_END metrics (JSON
+  /// objects; written, not read back: a resumed run reports its own).
+  std::string last_train = "{}", last_val = "{}";
+};
+
+/// One stage of the run: its part of state.json's "stages" (its save_state
+/// JSON) and of "plugins" (which plugin file made it).
+struct StageState {
+  std::string key;  ///< "model", "data.train", "evaluation.lm", "callbacks[0].console"
+  const Component* component = nullptr;
+  /// What its save_state gave put_json: kept as JSON when it parses, else as
+  /// a JSON string; nullopt (put_json not called) is written as null.
+  std::optional<std::string> json;
+};
+
+/// Everything state.json records about a run at one step.
+struct StateRecord {
+  uint64_t step = 0;
+  int64_t max_steps = 0;
+  uint64_t seed = 0;
+  EngineState engine;
+  std::vector<StageState> stages;
+  /// The folder the config's relative paths resolve against (for evaluate and
+  /// generate with the stored config from another folder); nullopt: unknown.
+  std::optional<std::filesystem::path> cwd;
+  std::string config_json;             ///< HarnessConfig::to_json(); hashed into "config_sha256"
+  std::vector<std::string> overrides;  ///< the --set overrides, as given
+  std::string environment_json;        ///< rundir::environment_json()
+};
+
+/// state.json's text for `r`, without "files" (CheckpointContents::state_json).
+/// The schema ("format": "zcode-checkpoint/1"), in this order: format, step,
+/// max_steps, seed, rng, engine, stages, cwd (when known), config,
+/// config_sha256, overrides, git_commit, environment, plugins; write_checkpoint
+/// adds files.
+std::string state_json(const StateRecord& r);
 
 /// Writes `root/step_<step>` atomically (see the file comment), updates
 /// `root/latest`, then removes the oldest step folders beyond `keep_last_n`
@@ -103,6 +172,10 @@ struct LoadedCheckpoint {
   uint64_t step = 0;
   std::unique_ptr<zcode::sdk::safetensors::Reader> model, optimizer, extra;  // extra may be null
   std::string state_json;                                                    // the whole state.json text
+
+  /// The reader of file `f` (null for an absent extra.safetensors, and for
+  /// the optimizer's and extra's in a Parts::kModelOnly load).
+  const zcode::sdk::safetensors::Reader* tensors(TensorFile f) const;
 };
 
 /// What a load needs: everything (resume), or the model and state.json only
@@ -117,6 +190,25 @@ enum class Parts { kAll, kModelOnly };
 /// with a `step_N` folder name). Never returns half a checkpoint.
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& dir, Parts parts = Parts::kAll);
 
+/// state.json as the engine and generate read it back.
+struct StoredState {
+  /// "engine", when state.json has that object (a field it lacks keeps
+  /// its default; best_val_loss is INFINITY unless a number).
+  std::optional<EngineState> engine;
+  /// "config" as compact JSON, when present.
+  std::optional<std::string> config;
+  /// "stages".<key> for each key present: "" for null, a string's contents,
+  /// else the value as compact JSON.
+  std::map<std::string, std::string> stages;
+
+  /// The state JSON of stage `key`, or nullptr when state.json has none.
+  const std::string* stage(const std::string& key) const;
+};
+
+/// Parses `ck.state_json` (verified by load_checkpoint) into a StoredState.
+/// Throws CheckpointError naming state.json when it is not a JSON object.
+StoredState read_state(const LoadedCheckpoint& ck);
+
 /// The config the checkpoint was trained with (state.json's "config"), as
 /// JSON text for HarnessConfig::from_string. Its relative file paths
 /// (HarnessConfig::is_path_field) are made absolute against state.json's
@@ -130,6 +222,27 @@ std::string stored_config_json(const LoadedCheckpoint& ck);
 /// the whole checkpoint afterwards). Throws CheckpointError when state.json
 /// is missing or unreadable or has no config.
 std::string stored_config_json(const std::filesystem::path& dir);
+
+/// A zc_state_writer for one stage's save_state: tensors go into `tensors`
+/// with `prefix` prepended, the JSON blob is kept (json()). Errors name
+/// `stage`: "<stage>: save_state: put_json called twice".
+class StateWriterView {
+ public:
+  StateWriterView(zcode::sdk::safetensors::Writer* tensors, std::string prefix, std::string stage);
+  StateWriterView(const StateWriterView&) = delete;
+  StateWriterView& operator=(const StateWriterView&) = delete;
+  const zc_state_writer* get() const { return &writer_; }
+  /// What put_json gave; nullopt when the stage did not call it.
+  const std::optional<std::string>& json() const { return json_; }
+
+ private:
+  static zc_status* put_tensor(void* ctx, const char* name, const DLTensor* t);
+  static zc_status* put_json(void* ctx, const char* json, size_t len);
+  zcode::sdk::safetensors::Writer* tensors_;
+  std::string prefix_, stage_;
+  std::optional<std::string> json_;
+  zc_state_writer writer_{};
+};
 
 /// A zc_state_reader over the tensors of `file` whose names start with
 /// `prefix` (the prefix is stripped) and a JSON blob, for a stage's

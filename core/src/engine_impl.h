@@ -1,0 +1,146 @@
+// core/src/engine_impl.h: Engine::Impl, the engine's state, shared by the
+// files that implement it:
+//   engine.cpp        lifecycle (run, profile, preflight) and the training loop
+//   engine_setup.cpp  registry, stage creation, memory check, stage info
+//   engine_record.cpp checkpoint state of the stages and loop, the run folder,
+//                     config.yaml, the TEARDOWN summary
+//   evaluate.cpp      evaluation (in the loop and `zcode-host evaluate`)
+//   checkpoint.cpp    the checkpoint format (the engine fills a StateRecord)
+//   resume.cpp        the config comparison of a resumed run
+#pragma once
+
+#include <zcode/core/checkpoint.h>
+#include <zcode/core/config.h>
+#include <zcode/core/engine.h>
+#include <zcode/core/host_services.h>
+#include <zcode/core/registry.h>
+#include <zcode/core/stage_factory.h>
+#include <zcode/core/train_step.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zcode {
+
+namespace engine_detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/// A fatal problem of a run: message and exit code.
+struct RunFailure : std::runtime_error {
+  int code;
+  RunFailure(const std::string& m, int c) : std::runtime_error(m), code(c) {}
+};
+
+/// `values` as one JSON object, numbers as %.17g (null when not finite).
+std::string metrics_json(const std::vector<std::pair<std::string, double>>& values);
+
+/// Maps the exception being handled to its one-line message (logged) and
+/// exit code; `what` prefixes a message that is not one of ZCode's own.
+int report(const char* what);
+
+}  // namespace engine_detail
+
+struct Engine::Impl {
+  HarnessConfig cfg;
+  EngineOptions opts;
+  std::filesystem::path run_dir;
+  std::string config_json;
+  std::unique_ptr<Registry> registry;
+  std::unique_ptr<HostServices> host;
+  std::unique_ptr<StageFactory> stages;  // over registry, host, config_json, run_dir
+
+  // Stages (declaration order = reverse destruction order: dependents last).
+  StageInstance tokenizer, train_data, val_data, model, optimizer, scheduler;
+  // A second loader over the train split for evaluation.split: train, so that
+  // evaluating never moves the training iterator.
+  StageInstance eval_train_data;
+  std::vector<std::pair<std::string, StageInstance>> evaluators;  // name, instance
+  std::vector<std::pair<std::string, StageInstance>> callbacks;   // "callbacks[i].type", instance
+
+  // Loop state.
+  uint64_t step = 0;  // optimizer steps done
+  uint64_t tokens_seen = 0;
+  double best_val_loss = INFINITY;
+  uint64_t best_step = 0;
+  double wall_s_before = 0;     // wall time of earlier segments of a resumed run
+  bool resumed = false;         // restored from a checkpoint (no step-0 evaluation)
+  bool run_dir_opened = false;  // run() prepared a fresh (not resumed) run folder
+  std::string last_train_json = "{}", last_val_json = "{}";
+  std::unique_ptr<core::NonfiniteGuard> guard;
+  engine_detail::Clock::time_point run_start = engine_detail::Clock::now();
+
+  Impl(HarnessConfig c, EngineOptions o) : cfg(std::move(c)), opts(std::move(o)) {}
+  ~Impl();
+
+  // ---- setup (engine_setup.cpp) ----------------------------------------------
+  void make_registry();
+  void create_tokenizer();
+  // The memory estimate (see Engine::preflight): logged, then checked
+  // against what the machine has left, before any buffer exists.
+  void check_memory(bool training);
+  // Engine::preflight: files, tokenizer, memory; nothing written.
+  void preflight(bool training);
+  void create_core_stages(bool training);
+  // The resolved list: the defaults merged with the config's entries
+  // (HarnessConfig's merge_callbacks), in that order.
+  void create_callbacks();
+  // The loader an evaluation of `split` reads (created on first use).
+  const StageInstance& eval_data(const std::string& split);
+  std::string tokenizer_info() const;
+  std::string model_info() const;
+  std::pair<uint64_t, uint64_t> num_params() const;
+  std::string provenance() const;
+
+  // ---- events (engine.cpp); records of the run (engine_record.cpp) ----------
+  uint32_t emit(zc_event_kind kind, const std::string& metrics_json);
+  double elapsed_s() const;
+  // Every stage with state, under its state.json key, and the file its
+  // tensors go to.
+  struct StageSlot {
+    std::string key;
+    const StageInstance* inst;
+    ckpt::TensorFile file;
+  };
+  std::vector<StageSlot> stage_slots() const;
+  ckpt::EngineState engine_state() const;
+  std::filesystem::path save_checkpoint();
+  // Loads every stage's state from a verified checkpoint. `only_model` for evaluate/generate.
+  void restore(const ckpt::LoadedCheckpoint& ck, bool only_model);
+  std::string summary_json(bool interrupted) const;
+  void open_run_dir(bool resume, bool overwrite);
+  // The run folder's config.yaml: written only once the run will start (after
+  // a resume's checkpoint is checked), so a refused resume leaves the folder's
+  // record of its config as it was.
+  void write_run_config() const;
+
+  // ---- the loop (engine.cpp) -------------------------------------------------
+  // Trains up to training.max_steps (or `profile_steps` > 0 more steps, for
+  // `profile`); returns an ExitCode.
+  int train(int profile_steps);
+  struct Loop;  // what the loop holds across steps
+
+  // ---- evaluation (evaluate.cpp) ---------------------------------------------
+  // Runs every evaluator over `split`; returns its metrics in the order they
+  // were reported (the "lm" evaluator's unprefixed, others' as "<name>_<metric>").
+  std::vector<std::pair<std::string, double>> run_evaluation(const std::string& split);
+  // Evaluates at the current step and emits EVAL_END (metrics + best_val_loss,
+  // best_step, eval_time_ms); returns the callbacks' flags (0 when a stop
+  // request interrupted the evaluation). `count_best`: false for the step-0
+  // evaluation, which measures the untrained model and has no checkpoint to
+  // point best_step at.
+  uint32_t evaluate_and_emit(bool count_best);
+};
+
+}  // namespace zcode

@@ -1,0 +1,144 @@
+// What the engine records of a run: the stages' and the loop's state in a
+// checkpoint and restoring them (the format itself is checkpoint.cpp's), the
+// run folder and its config.yaml, and the TEARDOWN summary.
+#include <zcode/core/log.h>
+#include <zcode/core/run_dir.h>
+#include <zcode/sdk/json.h>
+
+#include "engine_impl.h"
+
+namespace zcode {
+
+namespace fs = std::filesystem;
+
+std::vector<Engine::Impl::StageSlot> Engine::Impl::stage_slots() const {
+  using ckpt::TensorFile;
+  std::vector<StageSlot> s;
+  if (tokenizer) s.push_back({"tokenizer", &tokenizer, TensorFile::kExtra});
+  if (train_data) s.push_back({"data.train", &train_data, TensorFile::kExtra});
+  if (model) s.push_back({"model", &model, TensorFile::kModel});
+  if (optimizer) s.push_back({"optimizer", &optimizer, TensorFile::kOptimizer});
+  if (scheduler) s.push_back({"scheduler", &scheduler, TensorFile::kExtra});
+  for (const auto& [n, e] : evaluators) s.push_back({"evaluation." + n, &e, TensorFile::kExtra});
+  for (const auto& [n, c] : callbacks) s.push_back({n, &c, TensorFile::kExtra});
+  return s;
+}
+
+ckpt::EngineState Engine::Impl::engine_state() const {
+  ckpt::EngineState e;
+  e.step = step;
+  e.tokens_seen = tokens_seen;
+  e.best_val_loss = best_val_loss;
+  e.best_step = best_step;
+  e.wall_time_s = wall_s_before + elapsed_s();
+  if (guard) e.nonfinite_guard = guard->state_json();
+  e.last_train = last_train_json;
+  e.last_val = last_val_json;
+  return e;
+}
+
+fs::path Engine::Impl::save_checkpoint() {
+  ckpt::CheckpointContents c;
+  c.step = step;
+  ckpt::StateRecord r;
+  r.step = step;
+  r.max_steps = cfg.training().max_steps;
+  r.seed = cfg.seed();
+  r.engine = engine_state();
+  for (const auto& slot : stage_slots()) {
+    ckpt::StateWriterView w(&c.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key), slot.key);
+    check_plugin_call(*slot.inst->component(), "save_state",
+                      slot.inst->component()->base()->save_state(slot.inst->get(), w.get()));
+    r.stages.push_back({slot.key, slot.inst->component(), w.json()});
+  }
+  std::error_code cwd_ec;
+  const fs::path cwd = fs::current_path(cwd_ec);
+  if (!cwd_ec) r.cwd = cwd;
+  r.config_json = config_json;
+  r.overrides = cfg.overrides();
+  r.environment_json = rundir::environment_json(host->num_threads());
+  c.state_json = ckpt::state_json(r);
+  fs::path dir = ckpt::write_checkpoint(run_dir / "checkpoints", c, cfg.training().keep_last_n);
+  log::info("Checkpoint saved to " + dir.string());
+  sdk::json::Writer ev;
+  ev.begin_object().key("path").string(dir.string()).key("step").integer(step).end_object();
+  emit(ZC_EVENT_CHECKPOINT, ev.str());
+  return dir;
+}
+
+void Engine::Impl::restore(const ckpt::LoadedCheckpoint& ck, bool only_model) {
+  const ckpt::StoredState state = ckpt::read_state(ck);
+  for (const auto& slot : stage_slots()) {
+    if (only_model && slot.key != "model") continue;
+    std::string json;
+    if (const std::string* j = state.stage(slot.key)) json = *j;
+    else if (!only_model) log::warn("resume: the checkpoint has no state for " + slot.key + " (it starts fresh)");
+    ckpt::StateReaderView rd(ck.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key), std::move(json));
+    check_plugin_call(*slot.inst->component(), "load_state",
+                      slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
+  }
+  if (only_model) return;
+  resumed = true;
+  step = ck.step;
+  if (state.engine) {
+    tokens_seen = state.engine->tokens_seen;
+    best_val_loss = state.engine->best_val_loss;
+    best_step = state.engine->best_step;
+    wall_s_before = state.engine->wall_time_s;
+    if (!state.engine->nonfinite_guard.empty() && guard) guard->load_state_json(state.engine->nonfinite_guard);
+  }
+}
+
+std::string Engine::Impl::summary_json(bool interrupted) const {
+  auto [total, active] = num_params();
+  const double wall = wall_s_before + elapsed_s();
+  // Numbers as %.17g, as the callbacks (model_card, metrics_json) have always read them.
+  sdk::json::Writer w;
+  w.begin_object();
+  w.key("step").number(static_cast<double>(step), 17);
+  w.key("max_steps").number(static_cast<double>(cfg.training().max_steps), 17);
+  w.key("tokens_seen").number(static_cast<double>(tokens_seen), 17);
+  w.key("wall_time_s").number(wall, 17);
+  w.key("num_threads").number(host->num_threads(), 17);
+  w.key("cpu_core_hours").number(wall * host->num_threads() / 3600.0, 17);
+  w.key("params_total").number(static_cast<double>(total), 17);
+  w.key("params_active").number(static_cast<double>(active), 17);
+  w.key("best_val_loss").number(best_val_loss, 17);
+  w.key("best_step").number(static_cast<double>(best_step), 17);
+  w.key("interrupted").boolean(interrupted);
+  w.key("experiment_name").string(cfg.experiment_name());
+  w.key("run_dir").string(run_dir.string());
+  w.key("cpu_model").string(rundir::cpu_model());
+  w.key("final_train").raw(last_train_json).key("final_val").raw(last_val_json);
+  w.key("model_info").raw(model_info()).key("tokenizer_info").raw(tokenizer_info());
+  w.key("provenance").raw(provenance());
+  w.key("environment").raw(rundir::environment_json(host->num_threads()));
+  w.key("config").raw(config_json);
+  w.end_object();
+  return w.str();
+}
+
+void Engine::Impl::open_run_dir(bool resume, bool overwrite) {
+  run_dir = fs::path(cfg.logging().output_dir) / cfg.experiment_name();
+  const bool reused = rundir::prepare(run_dir, resume, overwrite);
+  run_dir_opened = !resume;
+  log::open_file(run_dir / "logs" / "console.log");
+  if (reused)
+    log::info("Reusing " + run_dir.string() +
+              ": it holds only what a start that failed before its first step left (config.yaml, logs/, "
+              "a step-0 metrics.json; logs/console.log is appended to)");
+}
+
+void Engine::Impl::write_run_config() const {
+  std::string yaml = rundir::kResolvedConfigHeader;
+  if (!opts.config_path.empty()) yaml += "; from " + opts.config_path;
+  yaml += "\n";
+  for (const auto& o : cfg.overrides()) yaml += "# --set " + o + "\n";
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  yaml += ec ? cfg.to_yaml() : cfg.to_yaml_absolute_paths(cwd);
+  if (!yaml.empty() && yaml.back() != '\n') yaml += "\n";
+  ckpt::write_file_atomic(run_dir / "config.yaml", yaml);
+}
+
+}  // namespace zcode

@@ -1,0 +1,183 @@
+// The engine's setup: registry and host, stage creation, the memory check
+// of preflight, and what the stages report about themselves.
+#include <zcode/core/log.h>
+#include <zcode/core/preflight.h>
+
+#include "engine_impl.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+namespace zcode {
+
+namespace {
+
+bool is_json(const char* s) {
+  rapidjson::Document d;
+  d.Parse(s);
+  return !d.HasParseError();
+}
+
+}  // namespace
+
+Engine::Impl::~Impl() {
+  // Dependents first: callbacks and evaluators hold the model/tokenizer.
+  callbacks.clear();
+  evaluators.clear();
+  scheduler.reset();
+  optimizer.reset();
+  eval_train_data.reset();
+  val_data.reset();
+  train_data.reset();
+  model.reset();
+  tokenizer.reset();
+}
+
+void Engine::Impl::make_registry() {
+  if (registry) return;
+  PluginSearchOptions so;
+  for (const auto& p : opts.plugin_paths) so.cli_paths.emplace_back(p);
+  for (const auto& p : cfg.plugin_path()) so.config_paths.emplace_back(p);
+  so.allow_insecure = opts.allow_insecure_plugin_path;
+  registry = std::make_unique<Registry>(so);
+  if (!cfg.validated()) cfg.validate(registry.get());
+  log::set_console_level(static_cast<log::Level>(cfg.logging().console_log_level));
+  config_json = cfg.to_json();
+  int threads = static_cast<int>(cfg.hardware().num_threads);
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  host = std::make_unique<HostServices>(cfg.seed(), threads, DLDevice{kDLCPU, 0});
+  // run_dir is read at each create: the tokenizer of preflight gets "" (no
+  // run folder yet), the stages after open_run_dir get the folder.
+  stages = std::make_unique<StageFactory>(*registry, *host, config_json, run_dir);
+}
+
+void Engine::Impl::create_tokenizer() {
+  if (tokenizer) return;  // preflight created it
+  tokenizer = stages->create(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer",
+                             cfg.section_json("data.tokenizer"));
+}
+
+void Engine::Impl::check_memory(bool training) {
+  const std::string model_opts = cfg.section_json("model");
+  const auto& mc = registry->require(ZC_KIND_MODEL, cfg.model().type, "model.type");
+  const Component* oc =
+      training ? &registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name") : nullptr;
+  const std::string opt_opts = cfg.section_json("optimizer");
+  const MemoryEstimate est =
+      estimate_run_memory(mc, stages->args(model_opts, {.tokenizer = tokenizer.ref()}), oc, stages->args(opt_opts));
+  const auto avail = available_memory_bytes();
+  char b[64];
+  std::snprintf(b, sizeof b, "%.1f MiB", avail ? static_cast<double>(*avail) / (1024.0 * 1024.0) : 0.0);
+  log::info("Memory estimate: " + est.describe() + (avail ? std::string(" of ") + b + " available" : std::string()));
+  for (const std::string& u : est.unknown) log::warn("Memory estimate unknown for " + u);
+  if (avail && est.known_total() > *avail)
+    throw ConfigValidationError(
+        cfg.origin(), {{"data.batch_size",
+                        "the run needs about " + est.describe() + ", more than the " + b +
+                            " this machine has available (MemAvailable, cgroup limit); lower data.batch_size (raise "
+                            "training.gradient_accumulation to keep the tokens per step) or model.max_seq_len, or "
+                            "evaluation.batch_size when it is the larger"}});
+}
+
+void Engine::Impl::preflight(bool training) {
+  make_registry();
+  EnvironmentCheckOptions eo;
+  eo.training = training;
+  if (auto errors = check_environment(cfg, eo); !errors.empty())
+    throw ConfigValidationError(cfg.origin(), std::move(errors));
+  create_tokenizer();
+  check_memory(training);
+}
+
+void Engine::Impl::create_core_stages(bool training) {
+  create_tokenizer();
+  model = stages->create(ZC_KIND_MODEL, cfg.model().type, "model.type", cfg.section_json("model"),
+                         {.tokenizer = tokenizer.ref()});
+  if (training) {
+    train_data = stages->create(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader", cfg.section_json("data"),
+                                {.tokenizer = tokenizer.ref(), .split = "train"});
+    optimizer = stages->create(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name", cfg.section_json("optimizer"),
+                               {.model = model.ref()});
+    scheduler =
+        stages->create(ZC_KIND_SCHEDULER, cfg.scheduler().type, "scheduler.type", cfg.section_json("scheduler"));
+  }
+  const std::string eval_opts = cfg.section_json("evaluation");
+  for (const auto& name : cfg.evaluation().plugins)
+    evaluators.emplace_back(name, stages->create(ZC_KIND_EVALUATOR, name, "evaluation.plugins", eval_opts,
+                                                 {.tokenizer = tokenizer.ref(), .model = model.ref()}));
+}
+
+void Engine::Impl::create_callbacks() {
+  const auto& list = cfg.callbacks();
+  // --quiet and --log-format json: no progress bar between the lines
+  // (it would be the only non-JSON, non-warning output on stdout); with
+  // json (and not quiet) the console prints its events as JSON objects.
+  const bool quiet = log::console_quiet();
+  const bool json = log::console_format() == log::Format::Json && !quiet;
+  const bool no_bar = quiet || json;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = "callbacks[" + std::to_string(i) + "].type";
+    std::string options = list[i].options_json;
+    if (no_bar && list[i].type == "console") {
+      rapidjson::Document d;
+      d.Parse(options.c_str());
+      if (!d.HasParseError() && d.IsObject()) {
+        d.RemoveMember("progress_bar");
+        d.AddMember("progress_bar", "off", d.GetAllocator());
+        if (json) {
+          d.RemoveMember("log_format");
+          d.AddMember("log_format", "json", d.GetAllocator());
+        }
+        rapidjson::StringBuffer sb;
+        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+        d.Accept(w);
+        options = sb.GetString();
+      }
+    }
+    callbacks.emplace_back("callbacks[" + std::to_string(i) + "]." + list[i].type,
+                           stages->create(ZC_KIND_CALLBACK, list[i].type, where, options,
+                                          {.tokenizer = tokenizer.ref(), .model = model.ref()}));
+  }
+}
+
+const StageInstance& Engine::Impl::eval_data(const std::string& split) {
+  StageInstance& slot = split == "train" ? eval_train_data : val_data;
+  if (!slot) {
+    slot = stages->create(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader", cfg.section_json("data"),
+                          {.tokenizer = tokenizer.ref(), .split = split == "train" ? "train" : "val"});
+  }
+  return slot;
+}
+
+std::string Engine::Impl::tokenizer_info() const {
+  const char* j = nullptr;
+  check_plugin_call(*tokenizer.component(), "info_json",
+                    tokenizer.component()->as<zc_tokenizer_table>()->info_json(tokenizer.get(), &j));
+  return j && is_json(j) ? j : "{}";
+}
+std::string Engine::Impl::model_info() const {
+  const char* j = nullptr;
+  check_plugin_call(*model.component(), "info_json",
+                    model.component()->as<zc_model_table>()->info_json(model.get(), &j));
+  return j && is_json(j) ? j : "{}";
+}
+std::pair<uint64_t, uint64_t> Engine::Impl::num_params() const {
+  uint64_t t = 0, a = 0;
+  check_plugin_call(*model.component(), "num_params",
+                    model.component()->as<zc_model_table>()->num_params(model.get(), &t, &a));
+  return {t, a};
+}
+std::string Engine::Impl::provenance() const {
+  if (!train_data) return "[]";
+  const char* j = nullptr;
+  check_plugin_call(*train_data.component(), "provenance_json",
+                    train_data.component()->as<zc_dataloader_table>()->provenance_json(train_data.get(), &j));
+  return j && is_json(j) ? j : "[]";
+}
+
+}  // namespace zcode
