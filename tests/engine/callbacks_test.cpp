@@ -1,6 +1,7 @@
 // The bundled callbacks through their C tables (dlopen'ed plugin), driven by
 // hand-made events; expected values derived by hand in the comments.
 #include <zcode/core/host_services.h>
+#include <zcode/core/stage_factory.h>
 #include <zcode/sdk/plugin.h>
 
 #include <gtest/gtest.h>
@@ -88,9 +89,7 @@ struct Callbacks : ::testing::Test {
   // posing as an older ABI), and a STEP_END event that names it.
   void* create_model(const zc_model_table& t) {
     zcode::sdk::detail::g_host = host.raw();
-    zc_create_args a{};
-    a.struct_size = sizeof a;
-    a.host = host.raw();
+    const zc_create_args a = zcode::stage_args(host.raw(), nullptr, nullptr, nullptr);
     void* model = nullptr;
     zc_status* cs = t.create(&a, &model);
     EXPECT_EQ(cs, nullptr) << zcode::status_message(cs);
@@ -112,16 +111,17 @@ struct Callbacks : ::testing::Test {
         return static_cast<const zc_callback_table*>(manifest->components[i].table);
     return nullptr;
   }
-  void* create(const std::string& name, const std::string& opts, const std::string& config) {
-    zc_create_args a{};
-    a.struct_size = sizeof a;
-    a.host = host.raw();
-    a.options_json = opts.c_str();
-    a.config_json = config.c_str();
+  // The create call as the host makes it (zcode::stage_args); the status is
+  // the caller's to read.
+  zc_status* try_create(const std::string& name, const std::string& opts, const std::string& config, void** inst) {
     const std::string rd = dir.string();
-    a.run_dir = rd.c_str();
+    const zc_create_args a = zcode::stage_args(host.raw(), opts.c_str(), config.c_str(), rd.c_str());
+    *inst = nullptr;
+    return table(name)->create(&a, inst);
+  }
+  void* create(const std::string& name, const std::string& opts, const std::string& config) {
     void* inst = nullptr;
-    zc_status* s = table(name)->create(&a, &inst);
+    zc_status* s = try_create(name, opts, config, &inst);
     EXPECT_EQ(s, nullptr) << zcode::status_message(s);
     return inst;
   }
@@ -164,16 +164,8 @@ TEST_F(Callbacks, CheckpointCadence) {
 // the callback's own: a config_json without it is refused, naming the field.
 TEST_F(Callbacks, CadenceFallsBackToTheResolvedConfigOnly) {
   auto refusal = [&](const std::string& name, const std::string& config) -> std::string {
-    zc_create_args a{};
-    a.struct_size = sizeof a;
-    a.host = host.raw();
-    const std::string opts = R"({"type":")" + name + "\"}";
-    a.options_json = opts.c_str();
-    a.config_json = config.c_str();
-    const std::string rd = dir.string();
-    a.run_dir = rd.c_str();
     void* inst = nullptr;
-    zc_status* s = table(name)->create(&a, &inst);
+    zc_status* s = try_create(name, R"({"type":")" + name + "\"}", config, &inst);
     if (!s) {
       table(name)->destroy(inst);
       return "";
