@@ -123,6 +123,7 @@ struct Callbacks : ::testing::Test {
     void* inst = nullptr;
     zc_status* s = try_create(name, opts, config, &inst);
     EXPECT_EQ(s, nullptr) << zcode::status_message(s);
+    const zcode::StatusPtr owned(s);
     return inst;
   }
   uint32_t send(const std::string& name, void* inst, zc_event_kind kind, uint64_t step, const std::string& json) {
@@ -135,6 +136,7 @@ struct Callbacks : ::testing::Test {
     uint32_t flags = 0;
     zc_status* s = table(name)->on_event(inst, &e, &flags);
     EXPECT_EQ(s, nullptr) << zcode::status_message(s);
+    const zcode::StatusPtr owned(s);
     return flags;
   }
   static std::string slurp(const fs::path& p) {
@@ -170,6 +172,7 @@ TEST_F(Callbacks, CadenceFallsBackToTheResolvedConfigOnly) {
       table(name)->destroy(inst);
       return "";
     }
+    const zcode::StatusPtr owned(s);
     return zcode::status_message(s);
   };
   EXPECT_EQ(refusal("console", "{}"), "config.training.log_every: missing required option");
