@@ -1,24 +1,20 @@
 // zcode-host tokenize: encode, decode and inspect a tokenizer plugin through
-// the core registry; zcode-host tokenizer train: train a SentencePiece vocabulary
-// (library API) on JSONL or plain text with the GLM-5.2 specials at ids 0..3.
+// the core registry; zcode-host tokenizer train: the CLI of
+// zcode::train_tokenizer (zcode/core/tokenizer_train.h).
 #include "cli_common.h"
 #include "commands.h"
-#include "tokenizer_common.h"  // kTrainedMarkerVersion
 
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
 #include <zcode/core/registry.h>
 #include <zcode/core/stage_factory.h>
+#include <zcode/core/tokenizer_train.h>
 #include <zcode/sdk/buffers.h>
 #include <zcode/sdk/json.h>
+#include <zcode/sdk/tokenizer_files.h>
 
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
 
-#include <unistd.h>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -26,41 +22,6 @@
 
 namespace zcode::host {
 namespace fs = std::filesystem;
-namespace {
-
-std::string json_quote(std::string_view s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else o += static_cast<char>(c);
-  }
-  return o + "\"";
-}
-
-// Writes `data` to `path` atomically: temp file in the same folder, fsync, rename.
-void write_atomic(const fs::path& path, const std::string& data) {
-  fs::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error(tmp.string() + ": cannot create file");
-  bool ok =
-      std::fwrite(data.data(), 1, data.size(), f) == data.size() && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    fs::remove(tmp);
-    throw std::runtime_error(path.string() + ": write failed");
-  }
-  fs::rename(tmp, path);
-}
-
-}  // namespace
-
 int cmd_tokenize(const std::vector<std::string>& args) {
   // stdout is this command's data (text, ids, listings): log lines, INFO too, go to stderr.
   log::set_data_on_stdout(true);
@@ -111,21 +72,11 @@ int cmd_tokenize(const std::vector<std::string>& args) {
       }
       options = ref;
       if (type.empty() && od.HasMember("type") && od["type"].IsString()) type = od["type"].GetString();
-      if (type.empty() && od.HasMember("path") && od["path"].IsString()) {
-        std::string p = od["path"].GetString();
-        type = p.size() > 6 && p.compare(p.size() - 6, 6, ".model") == 0 ? "sentencepiece" : "bpe";
-      }
+      if (type.empty() && od.HasMember("path") && od["path"].IsString())
+        type = sdk::tokenizer_plugin_for_reference(od["path"].GetString());
     } else {
       options = sdk::json::Writer().begin_object().key("path").string(ref).end_object().str();
-      if (type.empty())
-        type = ref.size() > 6 && ref.compare(ref.size() - 6, 6, ".model") == 0 ? "sentencepiece" : "bpe";
-      // A folder holding only a SentencePiece model (what `tokenizer train` writes).
-      std::error_code ec;
-      fs::path dir(ref);
-      if (!vm.count("type") && fs::is_directory(dir, ec) && fs::is_regular_file(dir / "tokenizer.model", ec) &&
-          !fs::exists(dir / "tokenizer.json", ec) && !fs::exists(dir / "vocab.json", ec) &&
-          !fs::exists(dir / "encoder.json", ec))
-        type = "sentencepiece";
+      if (type.empty()) type = sdk::tokenizer_plugin_for_reference(ref);
     }
     if (type.empty()) type = "bpe";
     // model.moe_experts sizes the <expert_i> specials.
@@ -212,7 +163,7 @@ int cmd_tokenize(const std::vector<std::string>& args) {
         zc_bytes b = zcode::sdk::bytes_into(s);
         check_plugin_call(comp, "id_to_token", t->id_to_token(inst.get(), id, &b));
         s.resize(b.size);
-        std::cout << id << "\t" << json_quote(s) << "\n";
+        std::cout << id << "\t" << sdk::json::quote(s) << "\n";
       }
     } else {
       for (size_t i = 0; i < v.size(); ++i) std::cout << (i ? " " : "") << v[i];
@@ -224,91 +175,6 @@ int cmd_tokenize(const std::vector<std::string>& args) {
   }
 }
 
-namespace {
-
-// Feeds SentencePiece's trainer one sentence per line: the `text_field` of each
-// JSONL record, or each line of a plain-text file. Bad records stop training
-// with `file:line:col: message`.
-class LineIterator : public sentencepiece::SentenceIterator {
- public:
-  LineIterator(std::vector<std::string> files, std::string field) : files_(std::move(files)), field_(std::move(field)) {
-    advance();
-  }
-  bool done() const override { return done_; }
-  void Next() override { advance(); }
-  const std::string& value() const override { return value_; }
-  sentencepiece::util::Status status() const override { return status_; }
-  uint64_t sentences() const { return count_; }
-
- private:
-  void advance() {
-    for (;;) {
-      if (!in_.is_open()) {
-        if (next_file_ >= files_.size()) {
-          done_ = true;
-          return;
-        }
-        name_ = files_[next_file_++];
-        in_.open(name_, std::ios::binary);
-        line_no_ = 0;
-        if (!in_) {
-          fail(name_ + ": cannot open file");
-          return;
-        }
-        jsonl_ = name_.size() > 6 && (name_.compare(name_.size() - 6, 6, ".jsonl") == 0 ||
-                                      name_.compare(name_.size() - 5, 5, ".json") == 0);
-      }
-      std::string line;
-      if (!std::getline(in_, line)) {
-        in_.close();
-        in_.clear();
-        continue;
-      }
-      ++line_no_;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.find_first_not_of(" \t") == std::string::npos) continue;
-      if (!jsonl_) {
-        value_ = line;
-        ++count_;
-        return;
-      }
-      rapidjson::Document d;
-      const zcode::sdk::json::Result parsed = zcode::sdk::json::parse(d, line);  // iterative, 256 levels at most
-      std::string where = name_ + ":" + std::to_string(line_no_);
-      if (!parsed.ok()) {
-        fail(where + ":" + std::to_string(parsed.offset + 1) + ": " + (parsed.too_deep ? "" : "invalid JSON: ") +
-             parsed.message());
-        return;
-      }
-      if (!d.IsObject() || !d.HasMember(field_.c_str())) {
-        fail(where + ":1: missing field \"" + field_ + "\"");
-        return;
-      }
-      const rapidjson::Value& v = d[field_.c_str()];
-      if (!v.IsString()) {
-        fail(where + ":1: field \"" + field_ + "\" is not a string");
-        return;
-      }
-      value_.assign(v.GetString(), v.GetStringLength());
-      ++count_;
-      return;
-    }
-  }
-  void fail(const std::string& msg) {
-    status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInvalidArgument, msg);
-    done_ = true;
-  }
-  std::vector<std::string> files_;
-  std::string field_, name_, value_;
-  size_t next_file_ = 0, line_no_ = 0;
-  uint64_t count_ = 0;
-  std::ifstream in_;
-  bool jsonl_ = false, done_ = false;
-  sentencepiece::util::Status status_;
-};
-
-}  // namespace
-
 int cmd_tokenizer(const std::vector<std::string>& args) {
   const CommandHelp help{
       "zcode-host tokenizer train --input FILE... --vocab-size N --model-type bpe|unigram --out DIR [options]",
@@ -317,100 +183,37 @@ int cmd_tokenizer(const std::vector<std::string>& args) {
       "<pad> 0, <bos> 1, <eos> 2, <mask> 3, <unk> 4; the other GLM-5.2 specials, <expert_i> and <image>, take the ids "
       "right after the learned vocabulary unless data.tokenizer.special_tokens pins them).",
       "  zcode-host tokenizer train --input data/train.jsonl --vocab-size 8000 --model-type unigram --out out/tok"};
-  std::vector<std::string> sub_and_inputs;
-  std::vector<std::string> inputs;
-  std::string model_type = "unigram", out_dir, text_field = "text";
-  int64_t vocab = 0;
-  double coverage = 0.9995;
-  bool byte_fallback = false;
+  std::vector<std::string> action;
+  TokenizerTrainOptions o;
   po::options_description d("options");
-  d.add_options()("action", po::value(&sub_and_inputs)->composing(), "train")(
-      "input", po::value(&inputs)->multitoken()->composing(),
-      "training files: *.jsonl / *.json (JSON lines) or plain text")("vocab-size", po::value(&vocab)->required(),
+  d.add_options()("action", po::value(&action)->composing(), "train")(
+      "input", po::value(&o.inputs)->multitoken()->composing(),
+      "training files: *.jsonl / *.json (JSON lines) or plain text")("vocab-size", po::value(&o.vocab_size)->required(),
                                                                      "vocabulary size, specials included")(
-      "model-type", po::value(&model_type), "bpe or unigram (default unigram)")(
-      "out", po::value(&out_dir)->required(), "output folder")("text-field", po::value(&text_field),
-                                                               "JSONL field holding the text (default text)")(
-      "character-coverage", po::value(&coverage), "fraction of characters covered (default 0.9995)")(
-      "byte-fallback", po::bool_switch(&byte_fallback), "add <0xNN> byte pieces so no character is <unk>");
+      "model-type", po::value(&o.model_type), "bpe or unigram (default unigram)")(
+      "out", po::value(&o.out_dir)->required(), "output folder")("text-field", po::value(&o.text_field),
+                                                                 "JSONL field holding the text (default text)")(
+      "character-coverage", po::value(&o.character_coverage), "fraction of characters covered (default 0.9995)")(
+      "byte-fallback", po::bool_switch(&o.byte_fallback), "add <0xNN> byte pieces so no character is <unk>");
   po::positional_options_description pos;
   pos.add("action", -1);
   po::variables_map vm;
   if (auto rc = parse_args("tokenizer", args, d, pos, vm, help)) return *rc;
-  if (sub_and_inputs.empty() || sub_and_inputs[0] != "train" || sub_and_inputs.size() > 1) {
+  if (action.size() != 1 || action[0] != "train") {
     std::cerr << "zcode-host tokenizer: expected the action `train` (see --help)\n";
     return kUsageError;
   }
-  if (inputs.empty()) {
-    std::cerr << "zcode-host tokenizer train: --input: at least one file is required\n";
-    return kUsageError;
-  }
-  if (model_type != "bpe" && model_type != "unigram") {
-    std::cerr << "zcode-host tokenizer train: --model-type: expected bpe or unigram, found '" << model_type << "'\n";
-    return kUsageError;
-  }
-  if (vocab < 16 || vocab > 1000000) {
-    std::cerr << "zcode-host tokenizer train: --vocab-size: expected 16..1000000, found " << vocab << "\n";
-    return kUsageError;
-  }
-  for (const std::string& f : inputs)
-    if (!fs::is_regular_file(f)) {
-      std::cerr << "zcode-host tokenizer train: --input: file '" << f << "' not found\n";
-      return kUsageError;
-    }
   try {
-    fs::create_directories(out_dir);
-    LineIterator it(inputs, text_field);
-    std::unordered_map<std::string, std::string> kw = {
-        {"model_type", model_type},
-        {"vocab_size", std::to_string(vocab)},
-        {"character_coverage", std::to_string(coverage)},
-        {"pad_id", "0"},
-        {"bos_id", "1"},
-        {"eos_id", "2"},
-        {"unk_id", "4"},
-        {"pad_piece", "<pad>"},
-        {"bos_piece", "<bos>"},
-        {"eos_piece", "<eos>"},
-        {"unk_piece", "<unk>"},
-        // A control symbol (not user_defined): never matched in text, so data cannot inject it.
-        {"control_symbols", "<mask>"},
-        {"byte_fallback", byte_fallback ? "true" : "false"},
-        {"num_threads", "2"},
-        {"minloglevel", "1"}};
-    std::string proto;
-    auto st = sentencepiece::SentencePieceTrainer::Train(kw, &it, &proto);
-    if (!it.status().ok()) {
-      std::cerr << "[ERROR] tokenizer train: " << it.status().message() << "\n";
-      return kUsageError;
-    }
-    if (!st.ok()) {
-      std::cerr << "[ERROR] tokenizer train: " << st.ToString() << "\n";
-      return kRuntimeError;
-    }
-    // Check the ids the plugins rely on before writing anything.
-    sentencepiece::SentencePieceProcessor sp;
-    if (!sp.LoadFromSerializedProto(proto).ok()) throw std::runtime_error("the trained model does not load");
-    const char* want[] = {"<pad>", "<bos>", "<eos>", "<mask>", "<unk>"};
-    for (int i = 0; i < 5; ++i)
-      if (sp.IdToPiece(i) != want[i])
-        throw std::runtime_error(std::string("trained model has '") + sp.IdToPiece(i) + "' at id " + std::to_string(i) +
-                                 ", expected " + want[i]);
-    fs::path dir(out_dir);
-    write_atomic(dir / "tokenizer.model", proto);
-    // Version 2: specials missing from the vocabulary follow it (version 1
-    // gave them the guide's ids 1000 + i and 250000, leaving a gap).
-    std::string marker = "{\"trained_by\":\"zcode\",\"version\":" + std::to_string(tok::kTrainedMarkerVersion) +
-                         ",\"special_ids\":\"after_vocabulary\",\"model_type\":" + json_quote(model_type) +
-                         ",\"vocab_size\":" + std::to_string(sp.GetPieceSize()) +
-                         ",\"specials\":{\"<pad>\":0,\"<bos>\":1,\"<eos>\":2,\"<mask>\":3,\"<unk>\":4},\"sentences\":" +
-                         std::to_string(it.sentences()) + ",\"inputs\":[";
-    for (size_t i = 0; i < inputs.size(); ++i) marker += (i ? "," : "") + json_quote(inputs[i]);
-    marker += "]}\n";
-    write_atomic(dir / "zcode_tokenizer.json", marker);
-    std::cout << "tokenizer train: " << model_type << " vocabulary of " << sp.GetPieceSize() << " pieces from "
-              << it.sentences() << " sentences -> " << (dir / "tokenizer.model").string() << "\n";
+    const TokenizerTrainResult r = train_tokenizer(o);
+    std::cout << "tokenizer train: " << o.model_type << " vocabulary of " << r.vocab_size << " pieces from "
+              << r.sentences << " sentences -> " << r.model_path << "\n";
     return kOk;
+  } catch (const TokenizerTrainError& e) {
+    const bool bad_input = e.kind() == TokenizerTrainError::Kind::kBadInput;
+    if (!e.option().empty())  // a flag out of range: a usage error naming the flag
+      std::cerr << "zcode-host tokenizer train: --" << e.option() << ": " << e.what() << "\n";
+    else std::cerr << "[ERROR] tokenizer train: " << e.what() << "\n";
+    return bad_input ? kUsageError : kRuntimeError;
   } catch (...) {
     return report_current_exception("tokenizer train");
   }

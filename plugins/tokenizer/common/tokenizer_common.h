@@ -6,6 +6,7 @@
 
 #include <zcode/sdk/json.h>
 #include <zcode/sdk/options.h>
+#include <zcode/sdk/tokenizer_files.h>
 
 #include <cstdint>
 #include <functional>
@@ -111,11 +112,10 @@ class Specials {
 /// and bytes, then `extra` (canonical options and the expert count).
 std::string identity_sha256(const std::vector<std::string>& files, const std::string& extra);
 
-/// Name of the marker file `tokenizer train` writes next to its model.
-inline constexpr const char* kTrainedMarker = "zcode_tokenizer.json";
-
-/// The marker version `tokenizer train` writes today (see Specials).
-inline constexpr int kTrainedMarkerVersion = 2;
+/// The marker `tokenizer train` writes next to its model, and its version
+/// (defined with the tokenizer files in sdk/tokenizer_files.h).
+using sdk::kTrainedMarker;
+using sdk::kTrainedMarkerVersion;
 
 /// The `version` of the marker file at `path` (1 or 2); 0 when `path` is "".
 /// Throws sdk::Error(ZC_ERR_INVALID_ARGUMENT) naming the file when it is not

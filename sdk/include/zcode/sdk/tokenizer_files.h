@@ -17,6 +17,16 @@
 
 namespace zcode::sdk {
 
+/// Name of the marker file `tokenizer train` (zcode/core/tokenizer_train.h)
+/// writes next to its tokenizer.model; the tokenizer plugins read it. It is
+/// not a vocabulary: tokenizer_files_in_folder never returns it.
+inline constexpr const char* kTrainedMarker = "zcode_tokenizer.json";
+
+/// The marker version `tokenizer train` writes today. 1: the specials missing
+/// from the vocabulary take the guide's ids (1000 + i, 250000); 2: they follow
+/// the vocabulary.
+inline constexpr int kTrainedMarkerVersion = 2;
+
 /// The tokenizer files found in one folder.
 struct TokenizerFiles {
   std::string kind;                ///< "tokenizer.json", "gpt2" or "sentencepiece"
