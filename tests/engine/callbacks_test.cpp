@@ -42,13 +42,7 @@ struct DebugModel : zcode::sdk::Model {
   zc_param_list params() override { return {p, 3}; }
   void zero_grad() override {}
   void forward_backward(const zc_batch&, const zc_fb_options&, const zcode::sdk::MetricsSink&) override {}
-  void forward_logprobs(const zc_batch&, DLTensor&) override {}
   const std::string& info_json() const override { return info; }
-  void* decode_begin(int32_t, int32_t) override { return nullptr; }
-  void decode_step(void*, const int32_t*, float*) override {}
-  void decode_reorder(void*, const int32_t*) override {}
-  void decode_end(void*) override {}
-  void forward_logits(const int32_t*, int32_t, float*) override {}
   // One activation "layers.0.attn.out" [1, 2, 2] = {1, -1, 3, 5}: mean 2,
   // population std sqrt(((1-2)² + (-1-2)² + (3-2)² + (5-2)²) / 4) = sqrt(5),
   // max |x| 5.

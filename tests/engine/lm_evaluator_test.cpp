@@ -62,10 +62,6 @@ class FakeModel : public Model {
     }
   }
   const std::string& info_json() const override { return info_; }
-  void* decode_begin(int32_t, int32_t) override { return nullptr; }
-  void decode_step(void*, const int32_t*, float*) override {}
-  void decode_reorder(void*, const int32_t*) override {}
-  void decode_end(void*) override {}
   void forward_logits(const int32_t* tokens, int32_t n, float* out) override {
     for (int32_t p = 0; p < n; ++p)
       for (int v = 0; v < kV; ++v) out[p * kV + v] = kW[tokens[p]][v];

@@ -109,13 +109,7 @@ class FakeModel : public zcode::sdk::Model {
   void forward_backward(const zc_batch&, const zc_fb_options&, const zcode::sdk::MetricsSink&) override {
     unsupported();
   }
-  void forward_logprobs(const zc_batch&, DLTensor&) override { unsupported(); }
   const std::string& info_json() const override { return info_; }
-  void* decode_begin(int32_t, int32_t) override { unsupported(); }
-  void decode_step(void*, const int32_t*, float*) override { unsupported(); }
-  void decode_reorder(void*, const int32_t*) override { unsupported(); }
-  void decode_end(void*) override {}
-  void forward_logits(const int32_t*, int32_t, float*) override { unsupported(); }
 
  private:
   [[noreturn]] static void unsupported() { throw zcode::sdk::Error(ZC_ERR_UNSUPPORTED, "fake model"); }

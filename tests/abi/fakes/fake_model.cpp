@@ -93,16 +93,9 @@ class FakeModel : public zcode::sdk::Model {
     shapes.put("w", {2, 3}, 0);
     out.parameter_bytes = out.gradient_bytes = 6 * sizeof(float);
   }
-  void forward_logprobs(const zc_batch&, DLTensor&) override { unsupported(); }
   const std::string& info_json() const override { return info_; }
-  void* decode_begin(int32_t, int32_t) override { unsupported(); }
-  void decode_step(void*, const int32_t*, float*) override { unsupported(); }
-  void decode_reorder(void*, const int32_t*) override { unsupported(); }
-  void decode_end(void*) override {}
-  void forward_logits(const int32_t*, int32_t, float*) override { unsupported(); }
 
  private:
-  [[noreturn]] static void unsupported() { throw Error(ZC_ERR_UNSUPPORTED, FAKE_NAME ": not implemented"); }
   static constexpr size_t kActs = 2;
   static constexpr std::array<const char*, kActs> kNames = {"layers.0.input", "final_hidden"};
   static constexpr std::array<int64_t, kActs> kWidths = {4, 2};

@@ -220,13 +220,30 @@ class Model : public Stage {
   virtual zc_param_list params() = 0;
   virtual void zero_grad() = 0;
   virtual void forward_backward(const zc_batch& batch, const zc_fb_options& opt, const MetricsSink& m) = 0;
-  virtual void forward_logprobs(const zc_batch& batch, DLTensor& out_logprobs) = 0;
   virtual const std::string& info_json() const = 0;
-  virtual void* decode_begin(int32_t batch, int32_t max_len) = 0;
-  virtual void decode_step(void* session, const int32_t* tokens, float* out_logits) = 0;
-  virtual void decode_reorder(void* session, const int32_t* src) = 0;
-  virtual void decode_end(void* session) = 0;
-  virtual void forward_logits(const int32_t* tokens, int32_t n, float* out_logits) = 0;
+  // The inference slots are optional: a model that only trains keeps the
+  // defaults, and each call reports ZC_ERR_UNSUPPORTED naming the slot
+  // (evaluation, `generate` and the KV-cache checks then say so).
+  /// zc_model_table.forward_logprobs: float32 [batch, seq] target log-probs.
+  virtual void forward_logprobs(const zc_batch& /*batch*/, DLTensor& /*out_logprobs*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement forward_logprobs");
+  }
+  /// zc_model_table.decode_begin..decode_end: the KV-cache session. A model
+  /// without one keeps these; decode_end is then never called.
+  virtual void* decode_begin(int32_t /*batch*/, int32_t /*max_len*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_begin (no KV-cache decoding)");
+  }
+  virtual void decode_step(void* /*session*/, const int32_t* /*tokens*/, float* /*out_logits*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_step");
+  }
+  virtual void decode_reorder(void* /*session*/, const int32_t* /*src*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_reorder");
+  }
+  virtual void decode_end(void* /*session*/) {}
+  /// zc_model_table.forward_logits: float32 [n, vocab_size] for one sequence.
+  virtual void forward_logits(const int32_t* /*tokens*/, int32_t /*n*/, float* /*out_logits*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement forward_logits");
+  }
   /// Evaluation forward (zc_model_table.forward_eval, ABI 1.1): target
   /// log-probs and/or the argmax id per position (either may be NULL).
   /// Default: unsupported, so older models keep compiling.
