@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <set>
 #include <vector>
 
 namespace {
@@ -334,6 +335,57 @@ TEST(ForwardEval, ArgmaxMatchesFullLogits) {
     for (int t = 0; t < T; ++t)
       EXPECT_EQ(am[r * T + t], argmax(logits.data() + t * V, V)) << "row " << r << " pos " << t;
   }
+}
+
+// With a vocabulary of several fused-head slices (lm_head.h: 512 columns
+// each), forward_logprobs' log-probs are the log-softmax of the full-recompute
+// logits (computed here in double) and its arg-max is theirs, across slice
+// boundaries; both are the same bits on 1 and 2 threads.
+TEST(ForwardEval, FusedHeadOverSeveralSlicesMatchesTheLogits) {
+  const glm52::Config cfg = glm52_test::make_config(
+      R"({"vocab_size": 1500, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 8,
+          "moe_experts": 0, "max_seq_len": 32})");
+  glm52::Model<float> model(cfg, 5);
+  const int B = 2, T = 16, V = static_cast<int>(cfg.vocab_size);
+  std::vector<int32_t> ids(B * T), tgt(B * T);
+  for (int i = 0; i < B * T; ++i) {
+    ids[i] = (i * 389 + 7) % V;
+    tgt[i] = i % 7 == 3 ? -1 : (i * 613 + 11) % V;  // targets in all three slices
+  }
+  glm52::BatchView b;
+  b.ids = ids.data();
+  b.targets = tgt.data();
+  b.B = B;
+  b.T = T;
+  std::vector<float> lp1(B * T), lp2(B * T);
+  std::vector<int32_t> am1(B * T, -7), am2(B * T, -7);
+  zcode::kernels::set_num_threads(1);
+  model.forward_logprobs(b, lp1.data(), am1.data());
+  zcode::kernels::set_num_threads(2);
+  model.forward_logprobs(b, lp2.data(), am2.data());
+  EXPECT_EQ(0, std::memcmp(lp1.data(), lp2.data(), lp1.size() * sizeof(float)));
+  EXPECT_EQ(am1, am2);
+  std::vector<float> logits(T * V);
+  std::set<int> slices_of_argmax;
+  for (int r = 0; r < B; ++r) {
+    model.forward_logits(ids.data() + r * T, T, logits.data());
+    for (int t = 0; t < T; ++t) {
+      const float* z = logits.data() + t * V;
+      const int i = r * T + t;
+      EXPECT_EQ(am2[i], argmax(z, V)) << "row " << r << " pos " << t;
+      slices_of_argmax.insert(am2[i] / 512);
+      if (tgt[i] < 0) {
+        EXPECT_EQ(lp2[i], 0.0f);
+        continue;
+      }
+      double mx = z[0], sum = 0;
+      for (int v = 1; v < V; ++v) mx = std::max(mx, double(z[v]));
+      for (int v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);
+      const double want = double(z[tgt[i]]) - mx - std::log(sum);
+      EXPECT_NEAR(lp2[i], want, 1e-5 * std::max(1.0, std::abs(want))) << "row " << r << " pos " << t;
+    }
+  }
+  EXPECT_GE(slices_of_argmax.size(), 2u) << "the arg-maxes should not all fall in one slice";
 }
 
 // The activations exposed for inspection (ABI 1.2) are the ones the step

@@ -218,4 +218,95 @@ void head_xent_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, con
   }
 }
 
+/// Scratch of head_logprob_fused, in elements of T, for chunks of `rows`
+/// rows: never more than head_xent_fused_scratch(rows, V, d), whose buffer it
+/// shares.
+inline int64_t head_logprob_fused_scratch(int64_t rows, int64_t V) {
+  const int64_t slices = (V + kHeadFusedSlice - 1) / kHeadFusedSlice;
+  return 3 * slices * rows + rows;
+}
+
+/// The forward-only twin of head_xent_fused (evaluation: forward_logprobs,
+/// forward_eval), over N rows in chunks of `chunk` rows:
+///   h, W, labels, logits : as head_xent_fused (labels −1: no nll);
+///   scratch : head_logprob_fused_scratch(chunk, V) elements;
+///   nll     : [N] out, logsumexp(z_r) − z_r[label] (nats), 0 for rows without
+///             a label; the same bits as head_xent_fused's nll for the same
+///             h and W (same slice maxima, exp sums and merge);
+///   argmax  : [N] out or nullptr: argmax_v z_r[v] for every row, labelled or
+///             not, ties to the lowest id (the slices' first maxima, merged
+///             in slice order).
+/// Per chunk, one sweep over the slices: z_s = h·W_sᵀ, then while z_s is in
+/// that core's cache its row maxima (and their first column), the target
+/// logit and σ_s = Σ e^{z_s − m_s}; then per row lse = M + ln Σ_s σ_s·e^{m_s−M}
+/// (Milakov & Gimelshein 2018). The [rows, V] logits are never read back from
+/// memory, which the unfused path (head_fwd, then a pass for the arg-max and
+/// one for the softmax) does twice. Results do not depend on the thread
+/// count (each slice's values are computed by one thread, merged in order).
+/// Requires V < 2^24 (the slices' arg-max columns are kept as T); the caller
+/// uses the unfused path otherwise, and with OpenBLAS's pthread build.
+template <class T>
+void head_logprob_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, const T* W, const int32_t* labels,
+                        T* logits, T* scratch, double* nll, int32_t* argmax) {
+  const int64_t S = kHeadFusedSlice, slices = (V + S - 1) / S, R = chunk;
+  const int64_t groups = std::min<int64_t>(kHeadFusedGroups, slices);
+  T* smax = scratch;            // [slices, R]: m_s
+  T* ssum = smax + slices * R;  // [slices, R]: σ_s
+  T* sarg = ssum + slices * R;  // [slices, R]: first column of m_s in slice s (exact: V < 2^24)
+  T* zlab = sarg + slices * R;  // [R]: z[label]
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    const int rows = static_cast<int>(std::min<int64_t>(R, N - r0));
+    const int32_t* lab = labels + r0;
+    bool any_label = false;
+    for (int r = 0; r < rows && !any_label; ++r) any_label = lab[r] >= 0;
+    if (!any_label && !argmax) {
+      for (int r = 0; r < rows; ++r) nll[r0 + r] = 0.0;
+      continue;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t s = head_group_begin(g, groups, slices); s < head_group_begin(g + 1, groups, slices); ++s) {
+        const int64_t v0 = s * S;
+        const int n = static_cast<int>(std::min(S, V - v0));
+        T* Ls = logits + v0 * R;
+        zcode::kernels::gemm(false, true, rows, n, d, T(1), h + r0 * d, d, W + v0 * d, d, T(0), Ls, n);
+        for (int r = 0; r < rows; ++r) {
+          T* x = Ls + int64_t{r} * n;
+          const int32_t y = lab[r];
+          if (y < 0 && !argmax) continue;
+          const T mx = zcode::kernels::max_of(x, n);
+          smax[s * R + r] = mx;
+          if (argmax) {
+            int j = 0;
+            while (j < n - 1 && !(x[j] == mx)) ++j;  // the first maximum (NaN rows: column 0)
+            sarg[s * R + r] = static_cast<T>(v0 + j);
+          }
+          if (y < 0) continue;
+          if (y >= v0 && y < v0 + n) zlab[r] = x[y - v0];
+          ssum[s * R + r] = zcode::kernels::exp_shifted_sum(x, n, mx);
+        }
+      }
+    }
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; ++r) {
+      if (argmax) {
+        int64_t best = 0;
+        for (int64_t s = 1; s < slices; ++s)
+          if (smax[s * R + r] > smax[best * R + r]) best = s;
+        argmax[r0 + r] = static_cast<int32_t>(sarg[best * R + r]);
+      }
+      if (lab[r] < 0) {
+        nll[r0 + r] = 0.0;
+        continue;
+      }
+      double M = -std::numeric_limits<double>::infinity();
+      for (int64_t s = 0; s < slices; ++s) M = std::max(M, static_cast<double>(smax[s * R + r]));
+      double sum = 0;
+      for (int64_t s = 0; s < slices; ++s)
+        sum += static_cast<double>(ssum[s * R + r]) * std::exp(static_cast<double>(smax[s * R + r]) - M);
+      nll[r0 + r] = M + std::log(sum) - static_cast<double>(zlab[r]);
+    }
+  }
+}
+
 }  // namespace glm52

@@ -364,7 +364,8 @@ struct Model<T>::Workspace {
     const size_t scratch_end = off;
     off = scratch_begin;
     take(logits, logits_rows * c.vocab_size);
-    take(head_scratch, head_xent_fused_scratch(logits_rows, V, d));
+    take(head_scratch,
+         std::max(head_xent_fused_scratch(logits_rows, V, d), head_logprob_fused_scratch(logits_rows, V)));
     off = std::max(off, scratch_end);
     take(inv_freq, c.rotary_dims() / 2 + 1);
     take(rope_cos, int64_t{Tn} * (c.rotary_dims() / 2));
@@ -1112,6 +1113,16 @@ void Model<T>::forward_logprobs(const BatchView& b, float* out, int32_t* argmax)
   const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
   std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
   const int64_t chunk = ws.head_chunk_rows(N);
+  if (!(blas_pthread_ && omp_get_max_threads() > 1) && V < (int64_t{1} << 24)) {
+    // Fused over vocab slices like the training head (lm_head.h): the same
+    // nll bits as forward_backward's for the same weights.
+    head_logprob_fused<T>(N, chunk, V, static_cast<int>(d), hf, head_weight(), ws.labels, ws.logits, ws.head_scratch,
+                          ws.nll, argmax);
+    for (int64_t n = 0; n < N; ++n) out[n] = b.targets[n] >= 0 ? static_cast<float>(-ws.nll[n]) : 0.0f;
+    return;
+  }
+  // The unfused path: with OpenBLAS's pthread build on several threads (see
+  // forward_backward).
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
     head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
