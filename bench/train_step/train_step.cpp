@@ -16,9 +16,14 @@
 // ratio is the median over those pairs.
 //
 //   bench_train_step [--threads 2] [--steps 10] [--warmup 3] [--rounds 3] [--no-peers] [--config dense|moe|both]
+//                    [--blocking JSON]   (e.g. '{"head_fused_slice": 512}': pins fields of model.blocking)
+//
+// It prints first the CPU (model, caches, CPUs), the OpenBLAS kernel and the
+// blocking the model resolved, so every figure names what it ran.
 #include "config.h"
 #include "model.h"
 
+#include <zcode/kernels/blas_env.h>
 #include <zcode/kernels/gemm.h>
 #include <zcode/kernels/threads.h>
 
@@ -275,7 +280,7 @@ int main(int argc, char** argv) {
   int threads = 2, steps = 10, warmup = 3, rounds = 3;
   bool rounds_set = false;
   bool peers = true;
-  std::string which = "both";
+  std::string which = "both", blocking;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -291,26 +296,29 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = std::max(1, std::atoi(next().c_str())), rounds_set = true;
     else if (a == "--no-peers") peers = false;
     else if (a == "--config") which = next();
+    else if (a == "--blocking") blocking = next();
     else {
       std::fprintf(stderr, "bench_train_step: unknown argument '%s' (see the header of train_step.cpp)\n", a.c_str());
       return 2;
     }
   }
-  // OpenBLAS misdetects some CPUs as "Prescott" (generic kernels, ~8x slower,
-  // see zcode/kernels/threads.h). Fix it for this process and the peers
-  // alike: set OPENBLAS_CORETYPE and start again (it is read at load time).
-  if (!zcode::kernels::blas_core_warning().empty() && !std::getenv("OPENBLAS_CORETYPE")) {
-    const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
-    std::printf("bench_train_step: OpenBLAS detected '%s'; restarting with OPENBLAS_CORETYPE=%s (peers get it too)\n",
-                zcode::kernels::blas_core().c_str(), core);
+  // One OpenBLAS kernel choice for the product and the benchmarks
+  // (zcode/kernels/blas_env.h). OpenBLAS read OPENBLAS_CORETYPE when this
+  // binary loaded, so when the choice is made here, start again with it set
+  // (the peers inherit it too).
+  if (const zcode::kernels::BlasEnvironment env = zcode::kernels::prepare_blas_environment(); env.set_here) {
+    std::printf("bench_train_step: %s; restarting so that OpenBLAS loads with it (peers get it too)\n",
+                env.description.c_str());
     std::fflush(stdout);
-    setenv("OPENBLAS_CORETYPE", core, 1);
     execv("/proc/self/exe", argv);
+    std::perror("bench_train_step: execv /proc/self/exe");
+    return 1;
   }
   if (!peers && !rounds_set) rounds = 1;  // nothing to pair with
   zcode::kernels::set_num_threads(threads);
-  std::printf("bench_train_step: OpenBLAS core %s, OPENBLAS_CORETYPE=%s\n", zcode::kernels::blas_core().c_str(),
-              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
+  std::printf("bench_train_step: CPU %s\n", glm52::this_machine().describe().c_str());
+  std::printf("bench_train_step: OpenBLAS kernel %s (%s)\n", zcode::kernels::blas_core().c_str(),
+              zcode::kernels::prepare_blas_environment().description.c_str());
   std::printf(
       "bench_train_step: batch %d x seq %d, vocab %d, %d threads, OpenBLAS %s build, %d warm-up + %d timed "
       "steps (median)\n",
@@ -321,6 +329,16 @@ int main(int argc, char** argv) {
   const std::string moe = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "moe_experts": 8,
     "moe_top_k": 2, "moe_ffn_hidden": 512, "first_dense_layers": 0, "capacity_factor": 0, "moe_aux_loss_coef": 0.01,
     "max_seq_len": 256})";
+  // --blocking pins fields of the model's blocking (the model option), in both configs.
+  auto with_blocking = [&](const std::string& json) {
+    return blocking.empty() ? json : "{\"blocking\": " + blocking + ", " + json.substr(json.find('{') + 1);
+  };
+  const std::string dense_json = with_blocking(dense), moe_json = with_blocking(moe);
+  {
+    zcode::sdk::Options mo(dense_json.c_str(), "model"), co("{}", "config");
+    std::printf("bench_train_step: blocking %s (%s)\n", glm52::Config::resolve(mo, co, 0).blocking.to_json().c_str(),
+                blocking.empty() ? "derived from this machine" : "--blocking over this machine's");
+  }
   struct Round {
     double peak = 0;
     Figures f;
@@ -334,8 +352,8 @@ int main(int argc, char** argv) {
     std::vector<Round> rounds;
   };
   std::vector<Series> series;
-  if (which == "both" || which == "dense") series.push_back({"dense", &dense, 1.1, {}, {}});
-  if (which == "both" || which == "moe") series.push_back({"moe", &moe, 1.3, {}, {}});
+  if (which == "both" || which == "dense") series.push_back({"dense", &dense_json, 1.1, {}, {}});
+  if (which == "both" || which == "moe") series.push_back({"moe", &moe_json, 1.3, {}, {}});
   for (int r = 0; r < rounds; ++r)
     for (Series& s : series) {
       if (rounds > 1) std::printf("round %d/%d, %s\n", r + 1, rounds, s.name);

@@ -2,9 +2,9 @@
 // and table-header checks. See plugin_loader.h.
 #include "plugin_loader.h"
 
-#include <zcode/core/blas_env.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
+#include <zcode/kernels/blas_env.h>
 
 #include <dlfcn.h>
 #include <boost/dll/shared_library.hpp>
@@ -126,7 +126,7 @@ void load_into(LoadedFile& out, const std::filesystem::path& path) {
   }
   // Before any plugin can pull in OpenBLAS, which reads its core type once at load.
   static const bool blas_logged = [] {
-    log::debug(prepare_blas_environment());
+    log::debug(kernels::prepare_blas_environment().description);
     return true;
   }();
   (void)blas_logged;

@@ -60,9 +60,13 @@ bool same_file_path(const std::string& a_json, const std::string& b_json) {
   return same_file_value(a, b);
 }
 
-// Model fields that only change evaluation (forward_eval), not the weights'
-// layout or what training computes: a checkpoint can follow a change of them.
-bool is_eval_only_model_field(std::string_view path) { return path == "model.eval_capacity_factor"; }
+// Model fields that change neither the weights' layout nor what training
+// computes beyond the last bits: evaluation's capacity (forward_eval) and the
+// CPU blocking (model.blocking.*, which the checkpoint records and the model
+// reuses unless the config pins it). A checkpoint can follow a change of them.
+bool is_non_architecture_model_field(std::string_view path) {
+  return path == "model.eval_capacity_factor" || path == "model.blocking" || path.rfind("model.blocking.", 0) == 0;
+}
 
 }  // namespace
 
@@ -94,8 +98,8 @@ ConfigDiff diff_resume_config(const std::string& checkpoint_json, const std::str
   auto report = [&](const std::string& path, const std::string& was, const std::string& now) {
     if (path == "overrides") return;
     if (HarnessConfig::is_path_field(path) && same_file_path(was, now)) return;
-    const bool arch =
-        (path.rfind("model.", 0) == 0 && !is_eval_only_model_field(path)) || path.rfind("data.tokenizer", 0) == 0;
+    const bool arch = (path.rfind("model.", 0) == 0 && !is_non_architecture_model_field(path)) ||
+                      path.rfind("data.tokenizer", 0) == 0;
     (arch ? diff.fatal : diff.changed).push_back(path + ": checkpoint has " + was + ", config has " + now);
   };
   for (const auto& [k, v] : fa) {

@@ -159,14 +159,16 @@ class E2E : public ::testing::Test {
     if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
   }
 
-  // A nano config; `name` is the experiment (run folder) name.
-  fs::path write_config(const std::string& name, int max_steps) {
+  // A nano config; `name` is the experiment (run folder) name; `model_extra`
+  // goes into the model section (", key: value" items).
+  fs::path write_config(const std::string& name, int max_steps, const std::string& model_extra = "") {
     const fs::path p = dir_ / (name + ".yaml");
     std::ofstream c(p);
     c << "experiment_name: " << name << "\nseed: 7\n"
       << "hardware: {accelerator: cpu, num_threads: 1}\n"
       << "model: {type: GLM5pt2, variant: nano, d_model: 32, n_layers: 2, n_heads: 2, n_kv_heads: 1, head_dim: 16,\n"
-      << "        moe_experts: 4, moe_top_k: 2, moe_ffn_hidden: 32, ffn_hidden: 64, max_seq_len: 32}\n"
+      << "        moe_experts: 4, moe_top_k: 2, moe_ffn_hidden: 32, ffn_hidden: 64, max_seq_len: 32" << model_extra
+      << "}\n"
       << "data: {train_path: " << (dir_ / "train.jsonl").string() << ", val_path: " << (dir_ / "val.jsonl").string()
       << ", tokenizer: " << (kSrc / "assets/hf/gpt2").string()
       << ", batch_size: 2, num_workers: 0, cache_dir: " << (dir_ / "cache").string() << "}\n"
@@ -533,6 +535,46 @@ TEST_F(E2E, ExactResumeAfterSigkill) {
   EXPECT_EQ(val_steps("straight"), (std::vector<uint64_t>{0, 6, 12}));
   EXPECT_EQ(val_steps("killed"), (std::vector<uint64_t>{0, 6, 12}));
   EXPECT_EQ(slurp(dir_ / "c2.log").find("Step 0/12 | val_loss"), std::string::npos) << slurp(dir_ / "c2.log");
+}
+
+// The blocking in use is recorded in the checkpoint (state.json,
+// stages.model.blocking) and a resume reuses it: a run pinned to a blocking
+// no machine's rules give (slices of 48 columns, 3 groups, attention tiles of
+// 8 rows, logits chunks of 64 Ki elements), stopped, and resumed from a config
+// that pins nothing, is bit-identical to the pinned run uninterrupted. The
+// same run on the machine's own blocking differs in the last bits, so the
+// check has teeth.
+TEST_F(E2E, ResumeReusesTheRecordedBlocking) {
+  const int N = 12;
+  const std::string pinned =
+      ", blocking: {head_fused_slice: 48, head_fused_groups: 3, attn_tile: 8, logits_chunk_elems: 65536}";
+  ASSERT_EQ(run_host({"run", write_config("pinned", N, pinned).string()}, dir_ / "a.log"), 0) << slurp(dir_ / "a.log");
+  ASSERT_EQ(run_host({"run", write_config("derived", N).string()}, dir_ / "d.log"), 0) << slurp(dir_ / "d.log");
+  EXPECT_TRUE(weights("pinned") != weights("derived"))
+      << "the pinned blocking changes no bit: this test proves nothing";
+  {
+    const auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("pinned")));
+    rapidjson::Document st;
+    st.Parse(ck.state_json.c_str());
+    ASSERT_TRUE(st.IsObject() && st.HasMember("stages") && st["stages"].HasMember("model")) << ck.state_json;
+    const auto& b = st["stages"]["model"]["blocking"];
+    ASSERT_TRUE(b.IsObject()) << ck.state_json;
+    EXPECT_EQ(b["head_fused_slice"].GetInt(), 48);
+    EXPECT_EQ(b["head_fused_groups"].GetInt(), 3);
+    EXPECT_EQ(b["attn_tile"].GetInt(), 8);
+    EXPECT_EQ(b["logits_chunk_elems"].GetInt64(), 65536);
+  }
+  const fs::path cfg = write_config("stopped", N, pinned);
+  Proc p = start({"run", cfg.string()}, dir_ / "b1.log");
+  ASSERT_TRUE(wait_until([&] { return slurp(dir_ / "b1.log").find("Step 5/12") != std::string::npos; }, 300));
+  kill(p.pid, SIGTERM);
+  EXPECT_EQ(wait_for(p), 130) << slurp(dir_ / "b1.log");
+  // Resumed from a config without model.blocking: the record decides.
+  const fs::path plain = write_config("stopped", N);
+  ASSERT_EQ(run_host({"run", plain.string(), "--resume-from", "latest"}, dir_ / "b2.log"), 0) << slurp(dir_ / "b2.log");
+  EXPECT_NE(slurp(dir_ / "b2.log").find("from the checkpoint"), std::string::npos) << slurp(dir_ / "b2.log");
+  EXPECT_EQ(slurp(dir_ / "b2.log").find("architecture or tokenizer changed"), std::string::npos);
+  expect_same_run(this, losses("pinned"), losses("stopped"), weights("pinned"), weights("stopped"));
 }
 
 }  // namespace

@@ -175,22 +175,25 @@ TEST(GradCheck, SoftmaxCrossEntropy) {
 
 /// The fused LM head (glm52/lm_head.h): nll against a long-double
 /// log-sum-exp of h·Wᵀ computed here, and dh, dW against central differences
-/// of grad_scale·Σ nll. V spans several kHeadFusedSlice-column slices with a
+/// of grad_scale·Σ nll. The blocking is pinned (`bl`, default the tuned
+/// Blocking{}: 512-column slices, 12 groups) so the cases do not move with the
+/// machine. V spans several head_fused_slice-column slices with a
 /// partial last one; rows include an excluded one (label −1) and labels in the
 /// first and last slices. `chunk` < rows runs several chunks through the
 /// pipelined sweeps (pass 2 of one chunk with pass 1 of the next, in the same
 /// memory); the logits memory starts filled with 7.0, so a GEMM that
 /// accumulated into it instead of overwriting would show.
-void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels, int chunk) {
+void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels, int chunk,
+                     const glm52::Blocking& bl = glm52::Blocking{}) {
   Vec h = randn(size_t(rows) * d, 21, 0.8), W = randn(size_t(V) * d, 22, 0.5);
   const double scale = 0.29;
   auto run = [&](Vec& dh, Vec& dW, std::vector<double>& nll) {
-    Vec logits(size_t(chunk) * V, 7.0), scr(size_t(glm52::head_xent_fused_scratch(chunk, V, d)));
+    Vec logits(size_t(chunk) * V, 7.0), scr(size_t(glm52::head_xent_fused_scratch(chunk, V, d, bl)));
     dh.assign(size_t(rows) * d, -3.0);
     dW.assign(size_t(V) * d, 0.0);
     nll.assign(rows, -1.0);
     glm52::head_xent_fused<double>(rows, chunk, V, d, h.data(), W.data(), labels.data(), scale, logits.data(),
-                                   scr.data(), nll.data(), dh.data(), dW.data());
+                                   scr.data(), nll.data(), dh.data(), dW.data(), bl);
   };
   auto loss = [&] {
     Vec dh, dW;
@@ -226,15 +229,23 @@ void fused_head_case(int rows, int V, int d, std::vector<int32_t> labels, int ch
   expect_grad(W, dW, loss, "fused head dW", [&](size_t i) {
     const size_t v = i / size_t(d);
     const bool label = std::find(labels.begin(), labels.end(), static_cast<int32_t>(v)) != labels.end();
-    const size_t S = glm52::kHeadFusedSlice;
+    const size_t S = static_cast<size_t>(bl.head_fused_slice);
     return label || v % S == 0 || v % S == S - 1 || v + 1 == size_t(V) || v % 97 == 0;
   });
 }
 
 TEST(GradCheck, FusedLmHeadOneSlice) { fused_head_case(4, 300, 5, {299, 0, -1, 150}, 4); }
 TEST(GradCheck, FusedLmHeadSeveralSlices) { fused_head_case(5, 2600, 6, {7, -1, 2599, 1024, 1500}, 5); }
-// More slices than kHeadFusedGroups: groups of several slices each.
+// More slices than head_fused_groups: groups of several slices each.
 TEST(GradCheck, FusedLmHeadManySlices) { fused_head_case(3, 9 * 1024 + 5, 3, {9220, 0, -1}, 3); }
+// Another blocking (the 1 MiB-L2 rule's 256 columns, 5 groups): the slices and
+// groups come from the struct, not from constants.
+TEST(GradCheck, FusedLmHeadOtherBlocking) {
+  glm52::Blocking bl;
+  bl.head_fused_slice = 256;
+  bl.head_fused_groups = 5;
+  fused_head_case(5, 2600, 6, {7, -1, 2599, 1024, 1500}, 2, bl);
+}
 // Chunks of 2 rows: three pipelined chunks of 2, 2 and a last one of 1 row;
 // then chunks whose rows are all excluded (skipped: nll 0, dh 0), between
 // two that are not, and first.
@@ -256,11 +267,12 @@ TEST(FusedLmHead, ThreadCountIndependent) {
   const std::vector<int32_t> labels = {1, 9000, -1, 4096, 5, 2047};
   auto run = [&](int threads) {
     zcode::kernels::set_num_threads(threads);
-    std::vector<float> logits(size_t(chunk) * V), scr(size_t(glm52::head_xent_fused_scratch(chunk, V, d)));
+    const glm52::Blocking bl;  // pinned: the tuned values (12 groups)
+    std::vector<float> logits(size_t(chunk) * V), scr(size_t(glm52::head_xent_fused_scratch(chunk, V, d, bl)));
     std::vector<float> out(size_t(rows) * d + size_t(V) * d, 0.f);
     std::vector<double> nll(rows);
     glm52::head_xent_fused<float>(rows, chunk, V, d, h.data(), W.data(), labels.data(), 0.5f, logits.data(), scr.data(),
-                                  nll.data(), out.data(), out.data() + size_t(rows) * d);
+                                  nll.data(), out.data(), out.data() + size_t(rows) * d, bl);
     std::vector<float> all(out);
     for (double v : nll) all.push_back(static_cast<float>(v));
     return all;
@@ -274,9 +286,11 @@ TEST(FusedLmHead, ThreadCountIndependent) {
 }
 
 /// Attention core: GQA (4 query heads on 2 KV heads), causal, document mask,
-/// optional entropy head mask. L = Σ w ⊙ o over qkv. T > glm52::kAttnTile
-/// covers the tiled GEMM path (rows of a later tile against earlier keys).
-void attention_case(bool docs, bool head_mask, int T = 5) {
+/// optional entropy head mask. L = Σ w ⊙ o over qkv. T > the tile (pinned:
+/// Blocking{}.attn_tile = 64 unless given) covers the tiled GEMM path (rows of
+/// a later tile against earlier keys).
+constexpr int kTile = glm52::Blocking{}.attn_tile;
+void attention_case(bool docs, bool head_mask, int T = 5, int tile = kTile) {
   const int B = 2, H = 4, Hkv = 2, hd = 3, ld = (H + 2 * Hkv) * hd;
   Vec qkv = randn(B * T * ld, 11, 1.5), w = randn(B * T * H * hd, 12);
   std::vector<int32_t> doc = {0, 0, 1, 1, 1, 0, 0, 0, 2, 2};
@@ -291,17 +305,17 @@ void attention_case(bool docs, bool head_mask, int T = 5) {
     Vec P(B * H * T * T);
     o.assign(B * T * H * hd, 0.0);
     return glm52::attention_fwd(qkv.data(), P.data(), o.data(), mask.data(), B, T, H, Hkv, hd,
-                                docs ? doc.data() : nullptr, head_mask, thr);
+                                docs ? doc.data() : nullptr, head_mask, thr, tile);
   };
   auto loss = [&] {
     Vec o;
     run(o);
     return dot(o, w);
   };
-  Vec o, P(B * H * T * T), dqkv(B * T * ld), scratch(size_t(glm52::kAttnTile) * T * omp_get_max_threads());
+  Vec o, P(B * H * T * T), dqkv(B * T * ld), scratch(size_t(tile) * T * omp_get_max_threads());
   const int64_t masked =
       glm52::attention_fwd(qkv.data(), P.data(), (o.assign(B * T * H * hd, 0.0), o.data()), mask.data(), B, T, H, Hkv,
-                           hd, docs ? doc.data() : nullptr, head_mask, thr);
+                           hd, docs ? doc.data() : nullptr, head_mask, thr, tile);
   if (head_mask) {
     EXPECT_GT(masked, 0) << "threshold should mask some rows";
     EXPECT_LT(masked, B * T * H) << "threshold should keep some rows";
@@ -325,15 +339,17 @@ void attention_case(bool docs, bool head_mask, int T = 5) {
       EXPECT_NEAR(o[(b * T + t) * H * hd + h * hd + i], ref, 1e-12);
     }
   }
-  glm52::attention_bwd(qkv.data(), P.data(), mask.data(), w.data(), dqkv.data(), B, T, H, Hkv, hd, scratch.data());
+  glm52::attention_bwd(qkv.data(), P.data(), mask.data(), w.data(), dqkv.data(), B, T, H, Hkv, hd, scratch.data(),
+                       tile);
   expect_grad(qkv, dqkv, loss, "attention dqkv");
 }
 
 TEST(GradCheck, AttentionGqaCausal) { attention_case(false, false); }
 TEST(GradCheck, AttentionDocumentMask) { attention_case(true, false); }
 TEST(GradCheck, AttentionEntropyHeadMask) { attention_case(true, true); }
-TEST(GradCheck, AttentionMultiTile) { attention_case(false, false, 2 * glm52::kAttnTile + 5); }
-TEST(GradCheck, AttentionMultiTileDocumentHeadMask) { attention_case(true, true, 2 * glm52::kAttnTile + 5); }
+TEST(GradCheck, AttentionMultiTile) { attention_case(false, false, 2 * kTile + 5); }
+TEST(GradCheck, AttentionMultiTileDocumentHeadMask) { attention_case(true, true, 2 * kTile + 5); }
+TEST(GradCheck, AttentionSmallTiles) { attention_case(true, true, 41, 16); }
 
 // ---------------------------------------------------------------------------
 // Whole model, double precision, per parameter tensor: a random direction u

@@ -15,11 +15,6 @@
 
 namespace glm52 {
 
-/// Query rows per tile of the batched attention: each tile's GEMMs run over
-/// keys 0..(last row of the tile) only, so the causal half is mostly skipped
-/// (with T = 256 the GEMMs cover 62.5% of the T×T square).
-inline constexpr int kAttnTile = 64;
-
 /// Softmax of one score row in place (scores at keys 0..t, Vaswani et al.
 /// 2017, eq. 1), with the document mask, zeros at keys t+1..n_cols−1, and the
 /// dynamic head mask: when head_mask and the entropy −Σ P_j ln P_j (nats)
@@ -85,7 +80,10 @@ bool attend_row(const T* q, const T* k, const T* v, int64_t stride, int n_keys, 
 }
 
 /// Causal GQA attention forward over a batch: per (batch, head), in tiles of
-/// kAttnTile query rows, S = scale·Q·Kᵀ and O = P·V are GEMMs (single-threaded
+/// `tile` query rows (Blocking::attn_tile: each tile's GEMMs run over keys
+/// 0..(last row of the tile) only, so the causal half is mostly skipped; with
+/// T = 256 and 64-row tiles they cover 62.5 % of the T×T square), S =
+/// scale·Q·Kᵀ and O = P·V are GEMMs (single-threaded
 /// inside the OpenMP loop; the OpenMP build of OpenBLAS does not nest).
 ///   qkv   [B·T, ld] rows: q heads (H·hd) | k heads (Hkv·hd) | v heads (Hkv·hd), RoPE applied.
 ///   P     [B, H, T, T] out: row t holds P over keys 0..t, zeros up to the end
@@ -95,7 +93,7 @@ bool attend_row(const T* q, const T* k, const T* v, int64_t stride, int n_keys, 
 /// Query head h reads kv head h / (H/Hkv). Returns the number of masked (token, head) rows.
 template <class T>
 int64_t attention_fwd(const T* qkv, T* P, T* o, uint8_t* hmask, int B, int Tn, int H, int Hkv, int hd,
-                      const int32_t* doc, bool head_mask, T threshold) {
+                      const int32_t* doc, bool head_mask, T threshold, int tile) {
   using zcode::kernels::gemm;
   const int64_t ld = static_cast<int64_t>(H + 2 * Hkv) * hd;
   const int ldo = H * hd;
@@ -112,8 +110,8 @@ int64_t attention_fwd(const T* qkv, T* P, T* o, uint8_t* hmask, int B, int Tn, i
       const T* vb = qkv + row0 * ld + static_cast<int64_t>(H + Hkv + g) * hd;
       const int32_t* db = doc ? doc + row0 : nullptr;
       T* Pb = P + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
-      for (int r0 = 0; r0 < Tn; r0 += kAttnTile) {
-        const int rows = std::min(kAttnTile, Tn - r0), nk = r0 + rows;
+      for (int r0 = 0; r0 < Tn; r0 += tile) {
+        const int rows = std::min(tile, Tn - r0), nk = r0 + rows;
         T* Pt = Pb + static_cast<int64_t>(r0) * Tn;
         gemm(false, true, rows, nk, hd, scale, qb + r0 * ld, static_cast<int>(ld), kb, static_cast<int>(ld), T(0), Pt,
              Tn);
@@ -137,11 +135,13 @@ int64_t attention_fwd(const T* qkv, T* P, T* o, uint8_t* hmask, int B, int Tn, i
 /// parts summed over the heads of their group). Per tile, as GEMMs:
 ///   dP = dO·Vᵀ,  dS_j = scale·P_j(dP_j − Σ_j P_j dP_j),
 ///   dQ = dS·K,  dK += dSᵀ·Q,  dV += Pᵀ·dO.
-/// `scratch` holds kAttnTile·T elements per OpenMP thread. Parallel over
-/// (b, kv group), so every sum has a fixed order whatever the thread count.
+/// `tile` must be attention_fwd's (P's zeros are laid out per tile); it sets
+/// the order of the dK and dV sums. `scratch` holds tile·T elements per OpenMP
+/// thread. Parallel over (b, kv group), so every sum has a fixed order
+/// whatever the thread count.
 template <class T>
 void attention_bwd(const T* qkv, const T* P, const uint8_t* hmask, const T* dout, T* dqkv, int B, int Tn, int H,
-                   int Hkv, int hd, T* scratch) {
+                   int Hkv, int hd, T* scratch, int tile) {
   using zcode::kernels::gemm;
   const int64_t ld = static_cast<int64_t>(H + 2 * Hkv) * hd;
   const int ldi = static_cast<int>(ld), ldo = H * hd;
@@ -150,7 +150,7 @@ void attention_bwd(const T* qkv, const T* P, const uint8_t* hmask, const T* dout
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; ++b)
     for (int g = 0; g < Hkv; ++g) {
-      T* dS = scratch + static_cast<int64_t>(omp_get_thread_num()) * kAttnTile * Tn;
+      T* dS = scratch + static_cast<int64_t>(omp_get_thread_num()) * tile * Tn;
       const int64_t row0 = static_cast<int64_t>(b) * Tn;
       const int64_t koff = static_cast<int64_t>(H + g) * hd, voff = static_cast<int64_t>(H + Hkv + g) * hd;
       const T* kb = qkv + row0 * ld + koff;
@@ -164,8 +164,8 @@ void attention_bwd(const T* qkv, const T* P, const uint8_t* hmask, const T* dout
         const T* dob = dout + row0 * ldo + static_cast<int64_t>(h) * hd;
         T* dq = dqkv + row0 * ld + static_cast<int64_t>(h) * hd;
         const T* Pb = P + (static_cast<int64_t>(b) * H + h) * Tn * Tn;
-        for (int r0 = 0; r0 < Tn; r0 += kAttnTile) {
-          const int rows = std::min(kAttnTile, Tn - r0), nk = r0 + rows;
+        for (int r0 = 0; r0 < Tn; r0 += tile) {
+          const int rows = std::min(tile, Tn - r0), nk = r0 + rows;
           const T* Pt = Pb + static_cast<int64_t>(r0) * Tn;
           gemm(false, true, rows, nk, hd, T(1), dob + r0 * ldo, ldo, vb, ldi, T(0), dS, Tn);
           for (int i = 0; i < rows; ++i) {

@@ -57,7 +57,8 @@ const char* const kKeys[] = {"type",
                              "residual",
                              "norm_eps",
                              "tie_embeddings",
-                             "dynamic_head_mask"};
+                             "dynamic_head_mask",
+                             "blocking"};
 
 std::string lower_name(std::string s) {
   for (char& c : s) c = c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -242,6 +243,7 @@ Config Config::resolve(const zcode::sdk::Options& m, const zcode::sdk::Options& 
   c.entropy_threshold = dhm.get<double>("entropy_threshold", 4.0);
 
   c.cross_document_attention = config.object("data").get<bool>("cross_document_attention", true);
+  c.blocking = apply_blocking_options(m.object("blocking"), derive_blocking(this_machine()));
 
   const int64_t vocab_opt = m.get<int64_t>("vocab_size", 0);
   c.vocab_size = m.has("vocab_size") ? vocab_opt : vocab_tok;

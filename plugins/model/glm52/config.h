@@ -1,6 +1,8 @@
 // glm52/config.h: the resolved GLM-5.2 architecture (variant + overrides).
 #pragma once
 
+#include "blocking.h"
+
 #include <zcode/sdk/options.h>
 
 #include <cstdint>
@@ -33,6 +35,10 @@ struct Config {
   bool dynamic_head_mask = false;
   double entropy_threshold = 4.0;
   bool cross_document_attention = true;  // from config data.cross_document_attention
+  /// The CPU path's blocking: derive_blocking(this_machine()) under the fields
+  /// the `blocking` option pins (blocking.h). Not part of the architecture:
+  /// it changes the last bits, never the shapes.
+  Blocking blocking;
 
   /// Rotary dims R = 2·floor(rotary_fraction·head_dim/2).
   int rotary_dims() const;

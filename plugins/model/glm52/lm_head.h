@@ -3,6 +3,8 @@
 // is post-processed while it is still in the cache of the core that computed it.
 #pragma once
 
+#include "blocking.h"
+
 #include <zcode/kernels/gemm.h>
 #include <zcode/kernels/math.h>
 
@@ -15,19 +17,6 @@
 #include <limits>
 
 namespace glm52 {
-
-/// Vocab columns per slice of the fused head. A slice of the dense
-/// benchmark's 342-row chunk is 0.7 MiB, so it stays in the 2 MiB L2 of its
-/// core together with OpenBLAS's packed W slice (0.5 MiB) and h (0.3 MiB)
-/// until the row maxima and exponentials have read it. Measured in paired
-/// training steps (dense benchmark, 2 threads, 2026-11-30): 512 columns
-/// 1.0-1.8 % faster than 1024, 384 no faster than 512.
-inline constexpr int kHeadFusedSlice = 512;
-/// Fixed number of partial ∂L/∂h accumulators: slices are summed per group
-/// and groups in order, so the result does not depend on the thread count.
-/// The head uses at most this many threads (the sweeps hand out groups); the
-/// partials cost kHeadFusedGroups·rows·d elements of the chunk's memory.
-inline constexpr int kHeadFusedGroups = 12;
 
 /// First slice of group g of `groups` over `slices` slices. Group sizes
 /// shrink linearly (group g gets a share ∝ groups − g), so the groups handed
@@ -54,10 +43,11 @@ bool skip_unlabelled_chunk(int64_t rows, int d, const int32_t* labels, double* n
   return true;
 }
 
-/// Scratch of head_xent_fused, in elements of T, for chunks of `rows` rows.
-inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
-  const int64_t slices = (V + kHeadFusedSlice - 1) / kHeadFusedSlice;
-  return 2 * slices * rows + rows + kHeadFusedGroups * rows * d;
+/// Scratch of head_xent_fused, in elements of T, for chunks of `rows` rows
+/// under blocking `bl` (its head_fused_slice and head_fused_groups).
+inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d, const Blocking& bl) {
+  const int64_t slices = (V + bl.head_fused_slice - 1) / bl.head_fused_slice;
+  return 2 * slices * rows + rows + int64_t{bl.head_fused_groups} * rows * d;
 }
 
 /// Fused LM head + softmax cross-entropy + backward over N rows, in chunks
@@ -66,11 +56,14 @@ inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
 ///   h      : [N, d] final hidden states; W: [V, d] head weight (row v = token v).
 ///   labels : [N] target ids in [0, V), or −1 for rows excluded from the loss.
 ///   logits : chunk·V elements of scratch, any content on entry, clobbered;
-///            slice s (vocab v0 = s·kHeadFusedSlice, n columns) of a chunk
+///            slice s (vocab v0 = s·S, S = bl.head_fused_slice, n columns) of a chunk
 ///            is a contiguous [rows, n] block at logits + v0·chunk, so that a
 ///            slice's rows share pages (row stride V put each row on its own
 ///            page).
-///   scratch: head_xent_fused_scratch(chunk, V, d) elements.
+///   scratch: head_xent_fused_scratch(chunk, V, d, bl) elements.
+///   bl     : the blocking (blocking.h): slice width S and the fixed number of
+///            dh groups (also the most threads used); both set the summation
+///            order, neither depends on the thread count.
 ///   nll    : [N] out, logsumexp(z_r) − z_r[label] (nats), 0 for excluded rows.
 ///   dh     : [N, d] out (overwritten), ∂(grad_scale·Σ nll)/∂h.
 ///   dW     : [V, d] accumulated (+=), ∂(grad_scale·Σ nll)/∂W.
@@ -95,7 +88,7 @@ inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
 /// training steps (2026-11-30, dense and MoE benchmarks, 2 threads): 1-2 % a
 /// step against one chunk at a time, same bits.
 ///
-/// The sweeps hand out the kHeadFusedGroups groups of slices dynamically, but
+/// The sweeps hand out the bl.head_fused_groups groups of slices dynamically, but
 /// a result never depends on the thread that computes it (a group's partial
 /// dh sums its slices in order, and the groups are summed in order): the same
 /// bits for any thread count. Chunks
@@ -105,9 +98,9 @@ inline int64_t head_xent_fused_scratch(int64_t rows, int64_t V, int64_t d) {
 /// path then).
 template <class T>
 void head_xent_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, const T* W, const int32_t* labels,
-                     T grad_scale, T* logits, T* scratch, double* nll, T* dh, T* dW) {
-  const int64_t S = kHeadFusedSlice, slices = (V + S - 1) / S, R = chunk;
-  const int64_t groups = std::min<int64_t>(kHeadFusedGroups, slices);
+                     T grad_scale, T* logits, T* scratch, double* nll, T* dh, T* dW, const Blocking& bl) {
+  const int64_t S = bl.head_fused_slice, slices = (V + S - 1) / S, R = chunk;
+  const int64_t groups = std::min<int64_t>(std::clamp(bl.head_fused_groups, 1, kMaxHeadFusedGroups), slices);
   struct Chunk {
     int64_t r0 = -1;  // first row (< 0: no chunk)
     int rows = 0;
@@ -185,7 +178,7 @@ void head_xent_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, con
       }
     }
   };
-  bool empty[kHeadFusedGroups];  // a group without slices never wrote its partial
+  bool empty[kMaxHeadFusedGroups];  // a group without slices never wrote its partial
   for (int64_t g = 0; g < groups; ++g)
     empty[g] = head_group_begin(g, groups, slices) == head_group_begin(g + 1, groups, slices);
   auto reduce = [&](const Chunk& c) {
@@ -219,17 +212,18 @@ void head_xent_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, con
 }
 
 /// Scratch of head_logprob_fused, in elements of T, for chunks of `rows`
-/// rows: never more than head_xent_fused_scratch(rows, V, d), whose buffer it
-/// shares.
-inline int64_t head_logprob_fused_scratch(int64_t rows, int64_t V) {
-  const int64_t slices = (V + kHeadFusedSlice - 1) / kHeadFusedSlice;
+/// rows, with blocking `bl`; the model's workspace gives it the buffer of
+/// head_xent_fused, sized for the larger of the two.
+inline int64_t head_logprob_fused_scratch(int64_t rows, int64_t V, const Blocking& bl) {
+  const int64_t slices = (V + bl.head_fused_slice - 1) / bl.head_fused_slice;
   return 3 * slices * rows + rows;
 }
 
 /// The forward-only twin of head_xent_fused (evaluation: forward_logprobs,
 /// forward_eval), over N rows in chunks of `chunk` rows:
 ///   h, W, labels, logits : as head_xent_fused (labels −1: no nll);
-///   scratch : head_logprob_fused_scratch(chunk, V) elements;
+///   scratch : head_logprob_fused_scratch(chunk, V, bl) elements;
+///   bl      : the blocking (blocking.h), as head_xent_fused's;
 ///   nll     : [N] out, logsumexp(z_r) − z_r[label] (nats), 0 for rows without
 ///             a label; the same bits as head_xent_fused's nll for the same
 ///             h and W (same slice maxima, exp sums and merge);
@@ -247,9 +241,9 @@ inline int64_t head_logprob_fused_scratch(int64_t rows, int64_t V) {
 /// uses the unfused path otherwise, and with OpenBLAS's pthread build.
 template <class T>
 void head_logprob_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, const T* W, const int32_t* labels,
-                        T* logits, T* scratch, double* nll, int32_t* argmax) {
-  const int64_t S = kHeadFusedSlice, slices = (V + S - 1) / S, R = chunk;
-  const int64_t groups = std::min<int64_t>(kHeadFusedGroups, slices);
+                        T* logits, T* scratch, double* nll, int32_t* argmax, const Blocking& bl) {
+  const int64_t S = bl.head_fused_slice, slices = (V + S - 1) / S, R = chunk;
+  const int64_t groups = std::min<int64_t>(std::clamp(bl.head_fused_groups, 1, kMaxHeadFusedGroups), slices);
   T* smax = scratch;            // [slices, R]: m_s
   T* ssum = smax + slices * R;  // [slices, R]: σ_s
   T* sarg = ssum + slices * R;  // [slices, R]: first column of m_s in slice s (exact: V < 2^24)

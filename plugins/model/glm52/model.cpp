@@ -37,39 +37,24 @@ using zcode::sdk::Error;
 
 namespace {
 
-/// Logits chunk of the fused LM head + cross-entropy, in elements, on top of
-/// the blocks' scratch that the chunk reuses (Workspace::plan): the full
-/// [B·T, V] logits are never kept (README.md, "Performance"). Fewer chunks
-/// mean fewer re-packs of W by OpenBLAS: in the dense benchmark (2048 rows)
-/// this gives six chunks of 342 rows, measured 2.1-2.3 % faster per training
-/// step than seven of 293 in paired steps (2026-11-30), for 10 MiB more peak
-/// RSS (1.24x the analytic need with huge pages; five chunks would pass the
-/// 1.25x budget).
-constexpr int64_t kLogitsChunkElems = int64_t{29} << 19;
-
-/// The LM head's GEMMs run over vocab slices of this many rows of W. One
-/// sgemm over the whole vocab makes OpenBLAS pack a K × GEMM_R panel of W per
-/// thread: 18–19 MiB of buffer each, 37 MiB of the process's peak RSS
-/// (measured, smaps). Sliced, the buffers stay at ~5 MiB, the logits slice a
-/// call writes stays in L2, and the memory saved goes to a larger logits
-/// chunk (fewer re-packs of W): same FLOPs, lower peak RSS.
-constexpr int kHeadSlice = 4096;
-
-/// logits[rows, V] (row stride V) = h[rows, d] · W[V, d]ᵀ, in vocab slices.
+/// logits[rows, V] (row stride V) = h[rows, d] · W[V, d]ᵀ, in vocab slices of
+/// `slice` rows of W (Blocking::head_slice: sliced, OpenBLAS's packing buffers
+/// stay small).
 template <class T>
-void head_fwd(int rows, int64_t V, int d, const T* h, const T* W, T* logits) {
-  for (int64_t v0 = 0; v0 < V; v0 += kHeadSlice) {
-    const int n = static_cast<int>(std::min<int64_t>(kHeadSlice, V - v0));
+void head_fwd(int rows, int64_t V, int d, const T* h, const T* W, T* logits, int slice) {
+  for (int64_t v0 = 0; v0 < V; v0 += slice) {
+    const int n = static_cast<int>(std::min<int64_t>(slice, V - v0));
     zcode::kernels::gemm(false, true, rows, n, d, T(1), h, d, W + v0 * d, d, T(0), logits + v0, static_cast<int>(V));
   }
 }
 
 /// Backward of head_fwd given dlogits [rows, V]: dh[rows, d] = dlogits · W
-/// (overwritten), dW[V, d] += dlogitsᵀ · h.
+/// (overwritten), dW[V, d] += dlogitsᵀ · h, in the same slices (their
+/// order is dh's summation order).
 template <class T>
-void head_bwd(int rows, int64_t V, int d, const T* dlogits, const T* h, const T* W, T* dh, T* dW) {
-  for (int64_t v0 = 0; v0 < V; v0 += kHeadSlice) {
-    const int n = static_cast<int>(std::min<int64_t>(kHeadSlice, V - v0));
+void head_bwd(int rows, int64_t V, int d, const T* dlogits, const T* h, const T* W, T* dh, T* dW, int slice) {
+  for (int64_t v0 = 0; v0 < V; v0 += slice) {
+    const int n = static_cast<int>(std::min<int64_t>(slice, V - v0));
     zcode::kernels::gemm(false, false, rows, d, n, T(1), dlogits + v0, static_cast<int>(V), W + v0 * d, d,
                          v0 == 0 ? T(0) : T(1), dh, d);
     zcode::kernels::gemm(true, false, n, d, rows, T(1), dlogits + v0, static_cast<int>(V), h, d, T(1), dW + v0 * d, d);
@@ -209,6 +194,14 @@ Model<T>::Model(const Config& cfg, uint64_t init_seed)
                 "glm52: cannot allocate 2 x " + std::to_string(bytes >> 20) + " MiB of parameters and gradients");
   init_params(init_seed);
   zero_grad();
+}
+
+template <class T>
+void Model<T>::set_blocking(const Blocking& b) {
+  if (b == cfg_.blocking) return;
+  cfg_.blocking = b;
+  ws_.reset();
+  acts_B_ = acts_T_ = 0;
 }
 
 template <class T>
@@ -355,22 +348,23 @@ struct Model<T>::Workspace {
     take(dgate, N * k);
     take(dg_rows, N);
     const int64_t V = std::max<int64_t>(c.vocab_size, 1);
-    // Same footprint as a separate kLogitsChunkElems chunk plus the scratch;
-    // a row of the chunk costs V logits and its share of the fused head's
-    // scratch (linear in rows).
-    const int64_t chunk_elems = kLogitsChunkElems + static_cast<int64_t>((off - scratch_begin) / sizeof(T));
-    const int64_t per_row = V + head_xent_fused_scratch(1, V, d);
+    // Same footprint as a separate logits chunk (Blocking::logits_chunk_elems)
+    // plus the scratch; a row of the chunk costs V logits and its share of the
+    // fused head's scratch (linear in rows).
+    const Blocking& bl = c.blocking;
+    const int64_t chunk_elems = bl.logits_chunk_elems + static_cast<int64_t>((off - scratch_begin) / sizeof(T));
+    const int64_t per_row = V + head_xent_fused_scratch(1, V, d, bl);
     logits_rows = std::min<int64_t>(std::max<int64_t>(chunk_elems / per_row / 16 * 16, 16), N);
     const size_t scratch_end = off;
     off = scratch_begin;
     take(logits, logits_rows * c.vocab_size);
     take(head_scratch,
-         std::max(head_xent_fused_scratch(logits_rows, V, d), head_logprob_fused_scratch(logits_rows, V)));
+         std::max(head_xent_fused_scratch(logits_rows, V, d, bl), head_logprob_fused_scratch(logits_rows, V, bl)));
     off = std::max(off, scratch_end);
     take(inv_freq, c.rotary_dims() / 2 + 1);
     take(rope_cos, int64_t{Tn} * (c.rotary_dims() / 2));
     take(rope_sin, int64_t{Tn} * (c.rotary_dims() / 2));
-    take(attn_scratch, int64_t{threads} * kAttnTile * Tn);
+    take(attn_scratch, int64_t{threads} * bl.attn_tile * Tn);
     take(nll, N);
     take(labels, N);
     take(pos, N);
@@ -493,8 +487,9 @@ void glu_bwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, cons
 
 // ---- MoE (router, top-k, capacity, experts), forward and backward ---------
 /// Runs f(e) for every expert e that has rows (off [E+1]: the rows of expert
-/// e are off[e] .. off[e+1]). Experts holding more than an even share of the
-/// rows (kept / threads) run first, one at a time, with every thread inside
+/// e are off[e] .. off[e+1]). Experts holding more than `alone_share` times an
+/// even share of the rows (share·kept / threads; Blocking::expert_alone_share)
+/// run first, one at a time, with every thread inside
 /// their GEMMs; the rest run concurrently, one expert per thread, largest
 /// first, with single-threaded GEMMs: no fork/join per GEMM, and an expert's
 /// weights stay in one core's cache (1.15–1.35× the GEMM rate on 8 experts ×
@@ -502,7 +497,7 @@ void glu_bwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, cons
 /// counts and no sum crosses experts, so no result depends on which thread
 /// runs an expert.
 template <class F>
-void for_each_expert(const int32_t* off, int64_t E, F&& f) {
+void for_each_expert(const int32_t* off, int64_t E, double alone_share, F&& f) {
   const int threads = omp_get_max_threads();
   const int64_t kept = off[E];
   int32_t order[1024];  // E ≤ 1024 (checked by the config)
@@ -510,7 +505,7 @@ void for_each_expert(const int32_t* off, int64_t E, F&& f) {
   for (int64_t e = 0; e < E; ++e) {
     const int64_t ne = off[e + 1] - off[e];
     if (ne == 0) continue;
-    if (threads > 1 && ne * threads > kept) f(e);
+    if (threads > 1 && static_cast<double>(ne) * threads > alone_share * static_cast<double>(kept)) f(e);
     else order[n_small++] = static_cast<int32_t>(e);
   }
   // std::sort, not stable_sort: stable_sort allocates. Ties go to the lower index.
@@ -613,7 +608,7 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < kept; ++row)
     std::memcpy(k.ws.xe + row * d, x + (a.asg_of_row[row] / K) * d, sizeof(T) * static_cast<size_t>(d));
-  for_each_expert(a.off, E, [&](int64_t e) {
+  for_each_expert(a.off, E, c.blocking.expert_alone_share, [&](int64_t e) {
     const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
     glu_fwd(k, lo.ew13[e], lo.ew2[e], F, ne, k.ws.xe + r0 * d, a.a13e + r0 * 2 * F, k.ws.gbuf + r0 * F, a.ye + r0 * d,
             T(0));
@@ -666,7 +661,7 @@ void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
     }
     k.ws.dgate[i] = s;
   }
-  for_each_expert(a.off, E, [&](int64_t e) {
+  for_each_expert(a.off, E, c.blocking.expert_alone_share, [&](int64_t e) {
     const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
     glu_bwd(k, lo.ew13[e], lo.ew2[e], F, ne, xe + r0 * d, a.a13e + r0 * 2 * F, g + r0 * F, dye + r0 * d, xe + r0 * d,
             T(0));  // xe becomes ∂L/∂xe
@@ -922,7 +917,7 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
     qkv_fwd(k, lo, a, x);
     rope_fwd(k, lo.rope, a.qkv, b.T, 0);
     masked += attention_fwd(a.qkv, a.P, a.o, a.hmask, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, k.doc,
-                            c.dynamic_head_mask, static_cast<T>(c.entropy_threshold));
+                            c.dynamic_head_mask, static_cast<T>(c.entropy_threshold), c.blocking.attn_tile);
     post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
     if (c.is_moe(l)) {
       if (m) {
@@ -968,18 +963,19 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
     const LayerOffsets& lo = layers_[l];
     typename Workspace::Layer& a = ws.L(l);
     post_attention_bwd(k, lo, a, ws.gx, c.is_moe(l));
-    attention_bwd(a.qkv, a.P, a.hmask, ws.dO, ws.dqkv, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, ws.attn_scratch);
+    attention_bwd(a.qkv, a.P, a.hmask, ws.dO, ws.dqkv, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, ws.attn_scratch,
+                  c.blocking.attn_tile);
     rope_bwd(k, lo.rope, a.qkv);
     qkv_bwd(k, lo, a, ws.X(l), ws.gx);
   }
   {  // Embedding: embed.grad[ids[n]] += ∂L/∂h0[n]; column blocks in parallel, rows in order.
     T* GE = grads_.get() + off_embed_;
     const T* gx = ws.gx;
-    constexpr int64_t kCols = 64;
-    const int64_t blocks = (d + kCols - 1) / kCols;
+    const int64_t cols = c.blocking.embed_grad_cols;
+    const int64_t blocks = (d + cols - 1) / cols;
 #pragma omp parallel for schedule(static)
     for (int64_t bk = 0; bk < blocks; ++bk) {
-      const int64_t i0 = bk * kCols, i1 = std::min(d, i0 + kCols);
+      const int64_t i0 = bk * cols, i1 = std::min(d, i0 + cols);
       for (int64_t n = 0; n < N; ++n) {
         T* dst = GE + int64_t{b.ids[n]} * d;
         const T* src = gx + n * d;
@@ -1049,15 +1045,15 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
       const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
       if (skip_unlabelled_chunk(rows, static_cast<int>(d), ws.labels + r0, ws.nll + r0, ws.gx + r0 * d)) continue;
-      head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits);
+      head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, W, ws.logits, cfg_.blocking.head_slice);
       zcode::kernels::LabelSampling smp{sampled, sample_seed, r0};
       zcode::kernels::softmax_xent(ws.logits, rows, V, V, ws.labels + r0, ws.nll + r0, static_cast<T>(grad_scale), true,
                                    smp);
-      head_bwd<T>(rows, V, static_cast<int>(d), ws.logits, hf + r0 * d, W, ws.gx + r0 * d, GW);
+      head_bwd<T>(rows, V, static_cast<int>(d), ws.logits, hf + r0 * d, W, ws.gx + r0 * d, GW, c.blocking.head_slice);
     }
   } else {
     head_xent_fused<T>(N, chunk, V, static_cast<int>(d), hf, W, ws.labels, static_cast<T>(grad_scale), ws.logits,
-                       ws.head_scratch, ws.nll, ws.gx, GW);
+                       ws.head_scratch, ws.nll, ws.gx, GW, c.blocking);
   }
   double ce = 0;
   for (int64_t n = 0; n < N; ++n) ce += ws.nll[n];
@@ -1117,7 +1113,7 @@ void Model<T>::forward_logprobs(const BatchView& b, float* out, int32_t* argmax)
     // Fused over vocab slices like the training head (lm_head.h): the same
     // nll bits as forward_backward's for the same weights.
     head_logprob_fused<T>(N, chunk, V, static_cast<int>(d), hf, head_weight(), ws.labels, ws.logits, ws.head_scratch,
-                          ws.nll, argmax);
+                          ws.nll, argmax, c.blocking);
     for (int64_t n = 0; n < N; ++n) out[n] = b.targets[n] >= 0 ? static_cast<float>(-ws.nll[n]) : 0.0f;
     return;
   }
@@ -1125,7 +1121,7 @@ void Model<T>::forward_logprobs(const BatchView& b, float* out, int32_t* argmax)
   // forward_backward).
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
-    head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
+    head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits, cfg_.blocking.head_slice);
     if (argmax) {  // before softmax_xent, which overwrites the logits; ties: lowest id
       for (int r = 0; r < rows; ++r) {
         const T* row = ws.logits + int64_t{r} * V;
@@ -1159,7 +1155,7 @@ void Model<T>::forward_logits(const int32_t* tokens, int n, float* out) {
   const int64_t chunk = ws.head_chunk_rows(n);
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int rows = static_cast<int>(std::min<int64_t>(chunk, n - r0));
-    head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
+    head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits, cfg_.blocking.head_slice);
     for (int64_t i = 0; i < rows * V; ++i) out[r0 * V + i] = static_cast<float>(ws.logits[i]);
   }
 }
@@ -1255,7 +1251,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
   const int64_t chunk = ws.head_chunk_rows(N);
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
-    head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits);
+    head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits, cfg_.blocking.head_slice);
     for (int64_t i = 0; i < rows * V; ++i) out_logits[r0 * V + i] = static_cast<float>(ws.logits[i]);
   }
   ++s->pos;

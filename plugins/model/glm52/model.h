@@ -55,6 +55,10 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const Config& config() const { return cfg_; }
+  /// Replaces the blocking (the one a checkpoint recorded, on resume): the
+  /// workspace is laid out anew by the next entry point, and the last
+  /// forward_backward's activations are no longer valid.
+  void set_blocking(const Blocking& b);
   const std::vector<ParamInfo>& param_infos() const { return infos_; }
   const ParamInfo* find_param(const std::string& name) const;
   T* params() { return params_.get(); }

@@ -61,6 +61,7 @@ class Glm52 : public zcode::sdk::Model {
     zcode::kernels::set_num_threads(threads_);
     const zcode::sdk::Options opts(ctx.raw()->options_json, "model");
     cfg_ = glm52::Config::resolve(opts, ctx.config(), tokenizer_vocab(ctx));
+    pinned_blocking_ = zcode::sdk::to_json(opts.object("blocking").json());
     model_ = std::make_unique<glm52::Model<float>>(cfg_, host_.derive_seed("model/init"));
     const auto& infos = model_->param_infos();
     values_.resize(infos.size());
@@ -79,6 +80,8 @@ class Glm52 : public zcode::sdk::Model {
                             " experts, top_k=" + std::to_string(cfg_.moe_top_k) + ": " + std::to_string(total) +
                             " parameters (" + std::to_string(active) + " active per token), " +
                             std::to_string(threads_) + " threads, OpenBLAS " + zcode::kernels::blas_threading());
+    host_.info("glm52", "blocking " + cfg_.blocking.to_json() + " for " + glm52::this_machine().describe() +
+                            "; OpenBLAS kernel " + zcode::kernels::blas_core());
     if (const std::string w = zcode::kernels::blas_core_warning(); !w.empty()) host_.warn("glm52", w);
     if (zcode::kernels::blas_threading() == "pthread" && threads_ > 1)
       host_.warn("glm52",
@@ -199,11 +202,14 @@ class Glm52 : public zcode::sdk::Model {
     model_->forward_logits(tokens, n, out);
   }
 
-  /// Parameters under the names of README.md, plus the resolved architecture.
+  /// Parameters under the names of README.md, plus the resolved architecture
+  /// and the blocking in use (state.json's stages.model.blocking), so that a
+  /// resume computes the same bits on this machine whatever today's rules give.
   void save_state(const zcode::sdk::StateWriter& w) override {
     for (size_t i = 0; i < list_.size(); ++i) w.put_tensor(list_[i].name, values_[i]);
     zcode::sdk::json::Writer j;
-    j.begin_object().key("architecture").raw(info_).end_object();
+    j.begin_object().key("architecture").raw(info_);
+    j.key("blocking").raw(model_->config().blocking.to_json()).end_object();
     w.put_json(j.str());
   }
 
@@ -242,9 +248,15 @@ class Glm52 : public zcode::sdk::Model {
       }
     }
     check_architecture(r.json());
+    const glm52::Blocking blocking = recorded_blocking(r.json());
     for (const glm52::ParamInfo& p : infos) {
       const DLTensor* t = r.find(p.name);
       std::memcpy(model_->params() + p.offset, zcode::sdk::data_ptr<char>(*t), sizeof(float) * size_t(p.numel));
+    }
+    if (!(blocking == model_->config().blocking)) {
+      host_.info("glm52", "blocking " + blocking.to_json() + " from the checkpoint (this machine's rules give " +
+                              model_->config().blocking.to_json() + ")");
+      model_->set_blocking(blocking);
     }
   }
 
@@ -299,6 +311,27 @@ class Glm52 : public zcode::sdk::Model {
     }
   }
 
+  // The blocking to resume with: the checkpoint's record (a state of ours
+  // written before the record existed, with "architecture" only, was made
+  // with Blocking's defaults, the tuned values; a state without either keeps
+  // the current blocking), under the fields the config's model.blocking pins.
+  // Throws on a bad record.
+  glm52::Blocking recorded_blocking(std::string_view json) const {
+    glm52::Blocking base = model_->config().blocking;
+    if (!json.empty()) {
+      auto d = std::make_shared<rapidjson::Document>();
+      d->Parse(json.data(), json.size());
+      if (!d->HasParseError() && d->IsObject() && d->HasMember("blocking")) {
+        const rapidjson::Value& v = (*d)["blocking"];
+        if (!v.IsObject()) throw Error(ZC_ERR_DATA, "model state: blocking is not a JSON object");
+        base = glm52::apply_blocking_options(zcode::sdk::Options(d, &v, "model state: blocking"), glm52::Blocking{});
+      } else if (!d->HasParseError() && d->IsObject() && d->HasMember("architecture")) {
+        base = glm52::Blocking{};
+      }
+    }
+    return glm52::apply_blocking_options(zcode::sdk::Options(pinned_blocking_.c_str(), "model.blocking"), base);
+  }
+
   // Refreshes acts_ and its views (names, shapes, tensors) from the model:
   // the one source of both activation slots.
   void view_activations() {
@@ -327,6 +360,7 @@ class Glm52 : public zcode::sdk::Model {
   std::vector<const char*> act_names_;
   std::vector<zc_param> act_list_;
   std::string info_;
+  std::string pinned_blocking_;  // the fields model.blocking writes, as JSON ({} = all derived)
   std::vector<std::string> metric_names_;
   glm52::StepMetrics metrics_;
 };

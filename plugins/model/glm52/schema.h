@@ -45,6 +45,20 @@ inline constexpr const char* kOptionsSchema = R"JSON({
     "entropy_threshold": {"type": "number", "minimum": 0, "default": 4.0, "description": "nats"}
    },
    "additionalProperties": false
+  },
+  "blocking": {
+   "type": "object",
+   "description": "the CPU path's blocking (plugins/model/glm52/README.md, \"Blocking\"); a field left out is derived from this machine's caches and CPU count at setup. The resolved value is recorded in the checkpoint and reused on resume (fields written here win over the record). Changes the last bits of results, never the shapes",
+   "properties": {
+    "head_fused_slice": {"type": "integer", "minimum": 16, "maximum": 65536, "description": "vocab columns per slice of the fused LM head (a multiple of 16); derived: the largest power of two whose logits slice, packed W slice and h fit in L2"},
+    "head_fused_groups": {"type": "integer", "minimum": 1, "maximum": 64, "description": "fixed partial-dh groups of the fused LM head (its most threads); derived: 6 per online CPU, 12..64"},
+    "logits_chunk_elems": {"type": "integer", "minimum": 4096, "description": "LM-head logits chunk in elements (sets the row chunk); 15204352 on every machine"},
+    "head_slice": {"type": "integer", "minimum": 16, "description": "W rows per GEMM of the unfused LM head; 4096 on every machine"},
+    "attn_tile": {"type": "integer", "minimum": 1, "description": "query rows per attention tile; 64 on every machine"},
+    "embed_grad_cols": {"type": "integer", "minimum": 1, "description": "columns per block of the embedding gradient; derived: 4 cache lines of fp32"},
+    "expert_alone_share": {"type": "number", "exclusiveMinimum": 0, "description": "an expert with more than this share of an even split of the rows runs alone on every thread; 1.0 on every machine"}
+   },
+   "additionalProperties": false
   }
  },
  "additionalProperties": false
