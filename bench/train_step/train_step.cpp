@@ -16,6 +16,7 @@
 // ratio is the median over those pairs.
 //
 //   bench_train_step [--threads 2] [--steps 10] [--warmup 3] [--rounds 3] [--no-peers] [--config dense|moe|both]
+#include "common/glm52_bench.h"
 #include "config.h"
 #include "model.h"
 
@@ -296,18 +297,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // OpenBLAS misdetects some CPUs as "Prescott" (generic kernels, ~8x slower,
-  // see zcode/kernels/threads.h). Fix it for this process and the peers
-  // alike: set OPENBLAS_CORETYPE and start again (it is read at load time).
-  if (!zcode::kernels::blas_core_warning().empty() && !std::getenv("OPENBLAS_CORETYPE")) {
-    const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
-    std::printf("bench_train_step: OpenBLAS detected '%s'; restarting with OPENBLAS_CORETYPE=%s (peers get it too)\n",
-                zcode::kernels::blas_core().c_str(), core);
-    std::fflush(stdout);
-    setenv("OPENBLAS_CORETYPE", core, 1);
-    execv("/proc/self/exe", argv);
-  }
-  if (!peers && !rounds_set) rounds = 1;  // nothing to pair with
+  zcode::bench::fix_openblas_core("bench_train_step", argv);  // OpenBLAS "Prescott": same core for every process
+  if (!peers && !rounds_set) rounds = 1;                      // nothing to pair with
   zcode::kernels::set_num_threads(threads);
   std::printf("bench_train_step: OpenBLAS core %s, OPENBLAS_CORETYPE=%s\n", zcode::kernels::blas_core().c_str(),
               std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "(unset)");
@@ -315,12 +306,7 @@ int main(int argc, char** argv) {
       "bench_train_step: batch %d x seq %d, vocab %d, %d threads, OpenBLAS %s build, %d warm-up + %d timed "
       "steps (median)\n",
       kB, kT, kV, threads, zcode::kernels::blas_threading().c_str(), warmup, steps);
-  // Dense: GLU hidden 683 ≈ the peer's 4·d GELU MLP in parameters (3·683 ≈ 8·256).
-  const std::string dense = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "ffn_hidden": 683,
-    "first_dense_layers": 4, "max_seq_len": 256})";
-  const std::string moe = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "moe_experts": 8,
-    "moe_top_k": 2, "moe_ffn_hidden": 512, "first_dense_layers": 0, "capacity_factor": 0, "moe_aux_loss_coef": 0.01,
-    "max_seq_len": 256})";
+  const std::string dense = zcode::bench::kDenseJson, moe = zcode::bench::kMoeJson;  // bench/common/glm52_bench.h
   struct Round {
     double peak = 0;
     Figures f;
