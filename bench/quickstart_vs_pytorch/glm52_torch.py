@@ -12,8 +12,12 @@ weights of a ZCode run load here and the result is comparable name by name.
 
 Any dtype works (float32 for the bench, float64 for the noise floor and the
 reference check). `check_reference()` compares this forward and its gradients
-with the reference on small random cases (run as a script: exit 0 when they
-match, 1 otherwise).
+with the reference on small random cases. For inference (bench/decode):
+`logits()` is the full recompute and `new_cache()` + `extend()` the KV-cache
+decode (a prefill, then one token per sequence per step), both with the
+plugin's inference semantics (dropless MoE); `check_decode()` compares the
+cached decode with the recompute and the recompute with the reference. Run
+as a script it runs both checks: exit 0 when they match, 1 otherwise.
 
 Torch 1.13 (Debian's python3-torch): no scaled_dot_product_attention, no
 nn.RMSNorm, so attention and norms are explicit.
@@ -221,13 +225,13 @@ class GLM52(torch.nn.Module):
             return x * (g * torch.rsqrt((x * x).sum(-1, keepdim=True) + self.spec.eps))
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.spec.eps) * g
 
-    def _rope(self, x, log_inv_freq):
+    def _rope(self, x, log_inv_freq, pos0=0):
         """RoPE v2 (Su et al. 2021, eq. 34; half-split pairs i, i+R/2) with learnable
-        log-frequencies. x [B, T, heads, hd]."""
+        log-frequencies. x [B, T, heads, hd] at positions pos0 .. pos0+T-1."""
         half = log_inv_freq.shape[0]
         if half == 0:
             return x
-        t = torch.arange(x.shape[1], dtype=x.dtype)
+        t = torch.arange(pos0, pos0 + x.shape[1], dtype=x.dtype)
         theta = t[:, None] * torch.exp(log_inv_freq)[None, :]  # [T, R/2]
         cos, sin = torch.cos(theta)[:, None, :], torch.sin(theta)[:, None, :]
         x1, x2, rest = x[..., :half], x[..., half:2 * half], x[..., 2 * half:]
@@ -259,19 +263,21 @@ class GLM52(torch.nn.Module):
         o = (prob @ v).view(B, s.Hkv, g, T, s.hd).permute(0, 3, 1, 2, 4).reshape(B, T, s.H * s.hd)
         return o @ m.wo.t()
 
-    def _moe(self, m, x):
+    def _moe(self, m, x, capacity_factor=None, stats=True):
         """Top-k MoE FFN (Shazeer et al. 2017) with capacity (Fedus et al. 2021).
 
         x [B, T, d] -> ([B, T, d], aux_l, zsum_l). Assignments are ordered rank
         r = 0..k-1 (outer), token n (inner); an expert keeps its first C =
-        ceil(capacity_factor·N·k/E) (all when capacity_factor <= 0). Kept
+        ceil(capacity_factor·N·k/E) (all when capacity_factor <= 0; None:
+        the spec's training capacity_factor, inference passes 0). Kept
         tokens are gathered into a [E, C, d] buffer (unused slots read a zero
         row), two bmm compute W1|W3 and W2 for all experts at once, and an
         index_add scatters gate·y back. aux_l = E·Σ_e f_e·P_e (Switch
         Transformer eq. 4, f_e a constant count); zsum_l = Σ_n logsumexp(z_n)²
-        (ST-MoE eq. 5).
+        (ST-MoE eq. 5); both None when stats is false (inference).
         """
         s = self.spec
+        cf = s.capacity_factor if capacity_factor is None else capacity_factor
         B, T, d = x.shape
         N, E, k = B * T, s.E, s.k
         xf = x.reshape(N, d)
@@ -284,8 +290,8 @@ class GLM52(torch.nn.Module):
             onehot = F.one_hot(flat_e, E)
             pos = (onehot.cumsum(0) * onehot).sum(-1) - 1  # slot of each assignment in its expert
             counts = onehot.sum(0)
-            if s.capacity_factor > 0:
-                cap = math.ceil(s.capacity_factor * N * k / E)
+            if cf > 0:
+                cap = math.ceil(cf * N * k / E)
                 keep = pos < cap
             else:
                 cap = int(counts.max())
@@ -304,11 +310,24 @@ class GLM52(torch.nn.Module):
         out = xf.new_zeros(N, d).index_add(0, tok, y.index_select(0, slot) * w[:, None])
         for e in range(s.shared):
             out = out + _glu_fused(xf, m.shared13[e], m.shared2[e], s.F)
+        if not stats:
+            return out.view(B, T, d), None, None
         f = counts.to(x.dtype) / (N * k)
         pn = p if s.router == "softmax" else p / p.sum(1, keepdim=True)
         aux_l = E * (f * pn.mean(0)).sum()
         zsum_l = torch.logsumexp(z, -1).pow(2).sum()
         return out.view(B, T, d), aux_l, zsum_l
+
+    def _block(self, m, h, attn, ffn):
+        """One layer around its attention and FFN functions (the plugin README, forward pass 2):
+        deepnorm (DeepNet, Wang et al. 2022) h = Norm(α·h + f(h)) for both
+        sub-blocks; prenorm h = h + f(Norm(h))."""
+        s = self.spec
+        if s.residual == "deepnorm":
+            h = self._norm(s.alpha * h + attn(h), m.attn_norm)
+            return self._norm(s.alpha * h + ffn(h), m.ffn_norm)
+        h = h + attn(self._norm(h, m.attn_norm))
+        return h + ffn(self._norm(h, m.ffn_norm))
 
     # ---- model -------------------------------------------------------------------
 
@@ -331,12 +350,7 @@ class GLM52(torch.nn.Module):
                 auxes.append(aux_l)
                 zsums.append(zsum_l)
                 return y
-            if s.residual == "deepnorm":  # DeepNet: h = Norm(α·h + f(h))
-                h = self._norm(s.alpha * h + self._attention(m, h, mask), m.attn_norm)
-                h = self._norm(s.alpha * h + ffn(h), m.ffn_norm)
-            else:
-                h = h + self._attention(m, self._norm(h, m.attn_norm), mask)
-                h = h + ffn(self._norm(h, m.ffn_norm))
+            h = self._block(m, h, lambda x: self._attention(m, x, mask), ffn)
         if self.norm_f is not None:
             h = self._norm(h, self.norm_f)
         head = self.embed if self.lm_head is None else self.lm_head
@@ -349,6 +363,122 @@ class GLM52(torch.nn.Module):
         zl = s.z_coef * sum(zsums, zero) / normalizer
         loss = ce + aux + zl
         return loss, {"ce_loss": float(ce), "aux_loss": float(aux), "z_loss": float(zl)}
+
+    # ---- inference: full recompute and KV-cache decoding ------------------------
+    #
+    # As the glm52 plugin's forward_logits and decode_step (its README, "MoE at
+    # evaluation"): the MoE is dropless, so a token's logits never depend on
+    # the other tokens of the call, and greedy decoding with the cache equals
+    # greedy decoding by recompute; one sequence is one document (causal mask
+    # only). dynamic_head_mask is refused by Spec, so attention has no head
+    # mask here either.
+
+    def _ffn_infer(self, layer, m, x):
+        """The layer's FFN at inference, x [B, T, d] -> [B, T, d]: the dense GLU, or
+        the dropless MoE: with fewer tokens than experts (a decode step at a small
+        batch) a loop over the experts the tokens chose, which reads only their
+        weights; otherwise the batched dispatch of _moe with capacity 0."""
+        s = self.spec
+        B, T, d = x.shape
+        if not s.is_moe(layer):
+            return _glu_fused(x.reshape(B * T, d), m.w13, m.w2, s.ffn_hidden).view(B, T, d)
+        if B * T >= s.E:
+            return self._moe(m, x, capacity_factor=0.0, stats=False)[0]
+        xf = x.reshape(B * T, d)
+        z = xf @ m.router.t()
+        p = torch.softmax(z, -1) if s.router == "softmax" else torch.sigmoid(z)
+        topv, idx = torch.topk(p, s.k, dim=-1)
+        gate = (topv / topv.sum(-1, keepdim=True) if s.norm_topk_prob else topv).reshape(-1)
+        out = xf.new_zeros(B * T, d)
+        for e in range(s.shared):
+            out += _glu_fused(xf, m.shared13[e], m.shared2[e], s.F)
+        flat = idx.reshape(-1)  # assignment a = token·k + rank
+        for e in flat.unique().tolist():
+            sel = (flat == e).nonzero().squeeze(1)
+            tok = sel // s.k
+            y = _glu_fused(xf.index_select(0, tok), m.w13[e], m.w2[e], s.F)
+            out.index_add_(0, tok, y * gate[sel, None])
+        return out.view(B, T, d)
+
+    def _attention_cached(self, m, x, kc, vc, pos0):
+        """_attention for T new positions pos0 .. pos0+T-1 of every sequence, with
+        the keys (after RoPE) and values of positions < pos0 in kc, vc [B, Hkv,
+        max_len, hd]; writes this call's keys and values there. Position pos0+t
+        attends to keys 0 .. pos0+t (no mask needed when T = 1). x [B, T, d]."""
+        s = self.spec
+        B, T, _ = x.shape
+        g = s.H // s.Hkv
+        end = pos0 + T
+        qkv = x @ m.wqkv.t()
+        # RoPE on the query and key heads in one call (one cos/sin table).
+        qk = self._rope(qkv[..., :(s.H + s.Hkv) * s.hd].view(B, T, s.H + s.Hkv, s.hd), m.rope, pos0)
+        q = qk[:, :, :s.H]
+        kc[:, :, pos0:end] = qk[:, :, s.H:].permute(0, 2, 1, 3)
+        vc[:, :, pos0:end] = qkv[..., (s.H + s.Hkv) * s.hd:].view(B, T, s.Hkv, s.hd).permute(0, 2, 1, 3)
+        q = q.view(B, T, s.Hkv, g, s.hd).permute(0, 2, 3, 1, 4).reshape(B, s.Hkv, g * T, s.hd)
+        scores = (q @ kc[:, :, :end].transpose(2, 3)).view(B, s.Hkv, g, T, end) * (1.0 / math.sqrt(s.hd))
+        if T > 1:
+            mask = torch.arange(end)[None, :] <= torch.arange(pos0, end)[:, None]  # [T, end]
+            scores = scores.masked_fill(~mask, float("-inf"))
+        prob = torch.softmax(scores, dim=-1).view(B, s.Hkv, g * T, end)
+        o = (prob @ vc[:, :, :end]).view(B, s.Hkv, g, T, s.hd).permute(0, 3, 1, 2, 4).reshape(B, T, s.H * s.hd)
+        return o @ m.wo.t()
+
+    def _head(self, h):
+        """Final norm (prenorm) and the LM head over the real vocab: h [..., d] -> [..., V]."""
+        if self.norm_f is not None:
+            h = self._norm(h, self.norm_f)
+        head = self.embed if self.lm_head is None else self.lm_head
+        return h @ head[:self.spec.V].t()
+
+    @torch.inference_mode()
+    def logits(self, ids):
+        """Next-token logits [B, T, V] of ids int64 [B, T] by full recompute (no
+        cache): dropless MoE, causal mask, as the plugin's forward_logits."""
+        T = ids.shape[1]
+        mask = torch.ones(T, T, dtype=torch.bool).tril()[None, None, None]
+        h = F.embedding(ids, self.embed)
+        for layer, m in enumerate(self.layers):
+            h = self._block(m, h, lambda x: self._attention(m, x, mask), lambda x: self._ffn_infer(layer, m, x))
+        return self._head(h)
+
+    @torch.inference_mode()
+    def new_cache(self, batch, max_len):
+        """An empty KVCache for `batch` sequences of at most max_len tokens."""
+        return KVCache(self.spec, batch, max_len, self.dtype)
+
+    @torch.inference_mode()
+    def extend(self, ids, cache, all_logits=False):
+        """Appends ids int64 [B, T] to every sequence of `cache` and returns the
+        next-token logits of the last new position, [B, V] ([B, T, V] of all of
+        them with all_logits). T ≥ 1: a whole prompt (prefill) or one token per
+        sequence (a decode step). New position t sits at cache.length + t for
+        RoPE and attends to the cached keys and to the new ones up to itself.
+        Raises ValueError when B is not the cache's batch or the cache is full."""
+        B, T = ids.shape
+        pos0 = cache.length
+        if B != cache.batch or T < 1 or pos0 + T > cache.max_len:
+            raise ValueError(f"extend: ids [{B}, {T}] do not fit a cache of batch {cache.batch} with "
+                             f"{cache.max_len - pos0} free positions")
+        h = F.embedding(ids, self.embed)
+        for layer, m in enumerate(self.layers):
+            kc, vc = cache.k[layer], cache.v[layer]
+            h = self._block(m, h, lambda x: self._attention_cached(m, x, kc, vc, pos0),
+                            lambda x: self._ffn_infer(layer, m, x))
+        cache.length = pos0 + T
+        return self._head(h if all_logits else h[:, -1])
+
+
+class KVCache:
+    """Keys (after RoPE) and values of every layer for `batch` sequences of at
+    most max_len tokens: k[l], v[l] [batch, Hkv, max_len, hd]. `length`
+    positions are filled, the same number in every sequence."""
+
+    def __init__(self, spec, batch, max_len, dtype):
+        shape = (batch, spec.Hkv, max_len, spec.hd)
+        self.k = [torch.zeros(shape, dtype=dtype) for _ in range(spec.L)]
+        self.v = [torch.zeros(shape, dtype=dtype) for _ in range(spec.L)]
+        self.batch, self.max_len, self.length = batch, max_len, 0
 
 
 # ------------------------------------------------------------------------------
@@ -424,6 +554,66 @@ def check_reference(verbose=True):
     return ok, lines
 
 
+# The KV-cache check adds a dense-only model to the two cases above (whose
+# MoE layers have experts > the decode batch, so a decode step takes the
+# per-expert loop of _ffn_infer and the prefill the batched dispatch).
+DECODE_CASES = CHECK_CASES + [
+    ("dense", dict(vocab_size=300, d_model=32, n_layers=2, n_heads=4, n_kv_heads=4, head_dim=8, ffn_hidden=48,
+                   first_dense_layers=2, rope_theta=10000.0, rotary_fraction=1.0), {}),
+]
+
+
+def check_decode(verbose=True):
+    """The KV-cache decode (extend) against the full recompute (logits), and that against the reference.
+
+    Per case, batch 3, 20 tokens, weights from the reference's comparison_params
+    (jittered RoPE frequencies and gains): (1) logits() against the
+    reference's logits_of with dropless MoE (capacity_factor 0, as inference
+    runs); (2) a prefill of 7 tokens, one extend of 3 (several new positions
+    over a filled cache), then 10 single-token steps, each call's logits
+    against logits() of the same prefix. Error = max |Δ| / max |logit|;
+    tolerance 1e-10 in float64, 1e-4 in float32 (against the float64
+    recompute). Returns (ok, lines).
+    """
+    ref = _reference_module()
+    ok, lines = True, []
+    B, T, chunks = 3, 20, [7, 3] + [1] * 10
+    for name, opts, _ in DECODE_CASES:
+        cfg = ref.Config(opts)
+        cfg0 = ref.Config(dict(opts, capacity_factor=0.0) if cfg.has_moe else opts)
+        g = torch.Generator().manual_seed(11)
+        W = {n: v.to(torch.float64) for n, v in ref.comparison_params(cfg, g).items()}
+        ids = torch.randint(0, cfg.vocab_size, (B, T), generator=g)
+        with torch.no_grad():
+            want = ref.logits_of(cfg0, W, ids, None)[0][..., :cfg.vocab_size]
+        scale = float(want.abs().max())
+        full = {}
+        for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-4)):
+            model = GLM52(Spec(dict(opts, vocab_size=cfg.vocab_size)), dtype)
+            model.load_spec({n: v.numpy() for n, v in W.items()})
+            got = model.logits(ids)
+            err_full = float((got.double() - want).abs().max()) / scale
+            if dtype == torch.float64:
+                full = {t: model.logits(ids[:, :t]) for t in range(1, sum(chunks) + 1)}
+            cache = model.new_cache(B, T)
+            err_dec, t0 = 0.0, 0
+            for n in chunks:
+                out = model.extend(ids[:, t0:t0 + n], cache, all_logits=True)
+                exp = full[t0 + n][:, t0:t0 + n]  # float64 recompute of the same prefix
+                err_dec = max(err_dec, float((out.double() - exp).abs().max()) / scale)
+                t0 += n
+            good = err_full <= tol and err_dec <= tol
+            ok &= good
+            lines.append(f"decode check {name} {str(dtype).replace('torch.', '')}: recompute vs reference {err_full:.1e}, "
+                         f"KV cache ({'+'.join(map(str, chunks[:2]))}+1x{len(chunks) - 2} tokens) vs recompute "
+                         f"{err_dec:.1e} of max|logit| {scale:.2f} (tol {tol:.0e}) {'ok' if good else 'FAIL'}")
+    if verbose:
+        print("\n".join(lines))
+    return ok, lines
+
+
 if __name__ == "__main__":
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
-    sys.exit(0 if check_reference()[0] else 1)
+    ok_ref = check_reference()[0]
+    ok_dec = check_decode()[0]
+    sys.exit(0 if ok_ref and ok_dec else 1)

@@ -20,6 +20,7 @@
 //
 // It prints first the CPU (model, caches, CPUs), the OpenBLAS kernel and the
 // blocking the model resolved, so every figure names what it ran.
+#include "common/glm52_bench.h"
 #include "config.h"
 #include "model.h"
 
@@ -302,18 +303,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  // One OpenBLAS kernel choice for the product and the benchmarks
-  // (zcode/kernels/blas_env.h). OpenBLAS read OPENBLAS_CORETYPE when this
-  // binary loaded, so when the choice is made here, start again with it set
-  // (the peers inherit it too).
-  if (const zcode::kernels::BlasEnvironment env = zcode::kernels::prepare_blas_environment(); env.set_here) {
-    std::printf("bench_train_step: %s; restarting so that OpenBLAS loads with it (peers get it too)\n",
-                env.description.c_str());
-    std::fflush(stdout);
-    execv("/proc/self/exe", argv);
-    std::perror("bench_train_step: execv /proc/self/exe");
-    return 1;
-  }
+  // One OpenBLAS kernel choice for the product and the benchmarks.
+  zcode::bench::use_the_products_blas_kernel("bench_train_step", argv);
   if (!peers && !rounds_set) rounds = 1;  // nothing to pair with
   zcode::kernels::set_num_threads(threads);
   std::printf("bench_train_step: CPU %s\n", glm52::this_machine().describe().c_str());
@@ -323,12 +314,7 @@ int main(int argc, char** argv) {
       "bench_train_step: batch %d x seq %d, vocab %d, %d threads, OpenBLAS %s build, %d warm-up + %d timed "
       "steps (median)\n",
       kB, kT, kV, threads, zcode::kernels::blas_threading().c_str(), warmup, steps);
-  // Dense: GLU hidden 683 ≈ the peer's 4·d GELU MLP in parameters (3·683 ≈ 8·256).
-  const std::string dense = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "ffn_hidden": 683,
-    "first_dense_layers": 4, "max_seq_len": 256})";
-  const std::string moe = R"({"vocab_size": 50257, "d_model": 256, "n_layers": 4, "n_heads": 4, "moe_experts": 8,
-    "moe_top_k": 2, "moe_ffn_hidden": 512, "first_dense_layers": 0, "capacity_factor": 0, "moe_aux_loss_coef": 0.01,
-    "max_seq_len": 256})";
+  const std::string dense = zcode::bench::kDenseJson, moe = zcode::bench::kMoeJson;  // bench/common/glm52_bench.h
   // --blocking pins fields of the model's blocking (the model option), in both configs.
   auto with_blocking = [&](const std::string& json) {
     return blocking.empty() ? json : "{\"blocking\": " + blocking + ", " + json.substr(json.find('{') + 1);

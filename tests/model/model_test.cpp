@@ -337,14 +337,14 @@ TEST(ForwardEval, ArgmaxMatchesFullLogits) {
   }
 }
 
-// With a vocabulary of several fused-head slices (lm_head.h: 512 columns
-// each), forward_logprobs' log-probs are the log-softmax of the full-recompute
+// With a vocabulary of several fused-head slices (pinned here to 512
+// columns each, lm_head.h), forward_logprobs' log-probs are the log-softmax of the full-recompute
 // logits (computed here in double) and its arg-max is theirs, across slice
 // boundaries; both are the same bits on 1 and 2 threads.
 TEST(ForwardEval, FusedHeadOverSeveralSlicesMatchesTheLogits) {
   const glm52::Config cfg = glm52_test::make_config(
       R"({"vocab_size": 1500, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 8,
-          "moe_experts": 0, "max_seq_len": 32})");
+          "moe_experts": 0, "max_seq_len": 32, "blocking": {"head_fused_slice": 512, "head_fused_groups": 12}})");
   glm52::Model<float> model(cfg, 5);
   const int B = 2, T = 16, V = static_cast<int>(cfg.vocab_size);
   std::vector<int32_t> ids(B * T), tgt(B * T);
