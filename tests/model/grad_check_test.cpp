@@ -285,6 +285,43 @@ TEST(FusedLmHead, ThreadCountIndependent) {
   EXPECT_EQ(0, std::memcmp(a.data(), c.data(), a.size() * sizeof(float)));
 }
 
+// The evaluation head (head_logprob_fused) gives the training head's nll bit
+// for bit (the same slice statistics and slices_logsumexp), over two chunks
+// with an unlabelled row; its arg-max is the arg-max of h·Wᵀ computed here in
+// double, for every row, labelled or not.
+TEST(FusedLmHead, EvaluationHeadGivesTheTrainingNll) {
+  const int rows = 6, V = 9 * 1024 + 5, d = 16, chunk = 4;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> h(size_t(rows) * d), W(size_t(V) * d);
+  for (float& x : h) x = nd(rng);
+  for (float& x : W) x = 0.3f * nd(rng);
+  const std::vector<int32_t> labels = {1, 9000, -1, 4096, 5, 2047};
+  zcode::kernels::set_num_threads(2);
+  const glm52::Blocking bl;
+  std::vector<float> logits(size_t(chunk) * V), scr(size_t(glm52::head_xent_fused_scratch(chunk, V, d, bl)));
+  ASSERT_LE(glm52::head_logprob_fused_scratch(chunk, V, bl), static_cast<int64_t>(scr.size()));
+  std::vector<float> grads(size_t(rows) * d + size_t(V) * d, 0.f);
+  std::vector<double> train_nll(rows), eval_nll(rows, -1.0);
+  glm52::head_xent_fused<float>(rows, chunk, V, d, h.data(), W.data(), labels.data(), 1.0f, logits.data(), scr.data(),
+                                train_nll.data(), grads.data(), grads.data() + size_t(rows) * d, bl);
+  std::vector<int32_t> am(rows, -7);
+  glm52::head_logprob_fused<float>(rows, chunk, V, d, h.data(), W.data(), labels.data(), logits.data(), scr.data(),
+                                   eval_nll.data(), am.data(), bl);
+  for (int r = 0; r < rows; ++r) {
+    EXPECT_EQ(eval_nll[r], train_nll[r]) << "row " << r;
+    int best = 0;
+    double best_z = -1e300;
+    for (int v = 0; v < V; ++v) {
+      double z = 0;
+      for (int i = 0; i < d; ++i) z += double(h[size_t(r) * d + i]) * W[size_t(v) * d + i];
+      if (z > best_z) best_z = z, best = v;
+    }
+    EXPECT_EQ(am[r], best) << "row " << r;
+  }
+  EXPECT_EQ(eval_nll[2], 0.0);  // the unlabelled row
+}
+
 /// Attention core: GQA (4 query heads on 2 KV heads), causal, document mask,
 /// optional entropy head mask. L = Σ w ⊙ o over qkv. T > the tile (pinned:
 /// Blocking{}.attn_tile = 64 unless given) covers the tiled GEMM path (rows of

@@ -31,6 +31,21 @@ inline int64_t head_group_begin(int64_t g, int64_t groups, int64_t slices) {
   return slices - slices * left * (left + 1) / (groups * (groups + 1));
 }
 
+/// logsumexp of row r of a chunk from its per-slice maxima m_s and exp sums
+/// σ_s = Σ e^{z_s − m_s} (tables [slices, R], row r at s·R + r): M + ln Σ_s
+/// σ_s·e^{m_s−M} with M = max_s m_s, summed in slice order in double (the
+/// streaming softmax of Milakov & Gimelshein 2018). The one merge of both
+/// heads, so that evaluation's nll is training's bit for bit.
+template <class T>
+double slices_logsumexp(const T* smax, const T* ssum, int64_t slices, int64_t R, int64_t r) {
+  double M = -std::numeric_limits<double>::infinity();
+  for (int64_t s = 0; s < slices; ++s) M = std::max(M, static_cast<double>(smax[s * R + r]));
+  double sum = 0;
+  for (int64_t s = 0; s < slices; ++s)
+    sum += static_cast<double>(ssum[s * R + r]) * std::exp(static_cast<double>(smax[s * R + r]) - M);
+  return M + std::log(sum);
+}
+
 /// A chunk of `rows` rows (labels [rows], −1 = excluded) with no label left:
 /// writes its nll [rows] = 0 and dh [rows, d] = 0 and returns true, so the
 /// caller skips the chunk's GEMMs; returns false (writing nothing) otherwise.
@@ -134,12 +149,7 @@ void head_xent_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, con
         nll[c.r0 + r] = 0.0;
         continue;
       }
-      double M = -std::numeric_limits<double>::infinity();
-      for (int64_t s = 0; s < slices; ++s) M = std::max(M, static_cast<double>(smax[s * R + r]));
-      double sum = 0;
-      for (int64_t s = 0; s < slices; ++s)
-        sum += static_cast<double>(ssum[s * R + r]) * std::exp(static_cast<double>(smax[s * R + r]) - M);
-      const double lse = M + std::log(sum);
+      const double lse = slices_logsumexp(smax, ssum, slices, R, r);
       nll[c.r0 + r] = lse - static_cast<double>(zlab[r]);
       for (int64_t s = 0; s < slices; ++s)
         smax[s * R + r] =
@@ -232,8 +242,7 @@ inline int64_t head_logprob_fused_scratch(int64_t rows, int64_t V, const Blockin
 ///             in slice order).
 /// Per chunk, one sweep over the slices: z_s = h·W_sᵀ, then while z_s is in
 /// that core's cache its row maxima (and their first column), the target
-/// logit and σ_s = Σ e^{z_s − m_s}; then per row lse = M + ln Σ_s σ_s·e^{m_s−M}
-/// (Milakov & Gimelshein 2018). The [rows, V] logits are never read back from
+/// logit and σ_s = Σ e^{z_s − m_s}; then per row slices_logsumexp. The [rows, V] logits are never read back from
 /// memory, which the unfused path (head_fwd, then a pass for the arg-max and
 /// one for the softmax) does twice. Results do not depend on the thread
 /// count (each slice's values are computed by one thread, merged in order).
@@ -293,12 +302,7 @@ void head_logprob_fused(int64_t N, int64_t chunk, int64_t V, int d, const T* h, 
         nll[r0 + r] = 0.0;
         continue;
       }
-      double M = -std::numeric_limits<double>::infinity();
-      for (int64_t s = 0; s < slices; ++s) M = std::max(M, static_cast<double>(smax[s * R + r]));
-      double sum = 0;
-      for (int64_t s = 0; s < slices; ++s)
-        sum += static_cast<double>(ssum[s * R + r]) * std::exp(static_cast<double>(smax[s * R + r]) - M);
-      nll[r0 + r] = M + std::log(sum) - static_cast<double>(zlab[r]);
+      nll[r0 + r] = slices_logsumexp(smax, ssum, slices, R, r) - static_cast<double>(zlab[r]);
     }
   }
 }
