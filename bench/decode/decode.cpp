@@ -49,6 +49,7 @@
 #include "model.h"
 
 #include <zcode/kernels/gemm.h>
+#include <zcode/kernels/gemm_small_m.h>
 #include <zcode/kernels/threads.h>
 #include <zcode/sdk/file.h>
 #include <zcode/sdk/json.h>
@@ -99,7 +100,8 @@ struct Run {
   std::vector<double> top1_logit, top2_logit, mean_logit;
   bool timed_equal_warmup = false;
   bool ok = false;
-  double head_s = 0;  // the LM head's GEMM alone, [batch, d]·[V, d]ᵀ (median of 20): the timing split
+  double head_s = 0;        // the LM head's GEMM alone, [batch, d]·[V, d]ᵀ (median of 20): the timing split
+  double head_sgemm_s = 0;  // ZCode only: the same product as one cblas_sgemm, for comparison
 };
 
 /// Arg-max (lowest id on ties), runner-up and mean of one row of V logits.
@@ -174,17 +176,21 @@ Run zcode_greedy(glm52::Model<float>& m, const std::vector<int32_t>& prompts, in
   return r;
 }
 
-/// Seconds of one LM-head GEMM logits[b, V] = h[b, d]·W[V, d]ᵀ over the
-/// model's head weight, as one cblas_sgemm on the same threads (median of 20
-/// after one warm-up): the part of a decode step that is the head, with
-/// PyTorch's `h @ head.t()` timed alike in the peer.
-double head_gemm_s(glm52::Model<float>& m, int b) {
+/// Seconds of one LM-head product logits[b, V] = h[b, d]·W[V, d]ᵀ over the
+/// model's head weight on the same threads (median of 20 after one warm-up):
+/// the part of a decode step that is the head, with PyTorch's `h @ head.t()`
+/// timed alike in the peer. `sgemm`: one cblas_sgemm (what the plugin's decode
+/// ran before zcode/kernels/gemm_small_m.h, kept as the comparison); otherwise
+/// what decode_step runs (linear_fwd_small_m up to kSmallM rows).
+double head_gemm_s(glm52::Model<float>& m, int b, bool sgemm) {
   const glm52::Config& c = m.config();
   const glm52::ParamInfo* w = m.find_param(c.tie_embeddings ? "embed.weight" : "lm_head.weight");
   const int d = c.d_model, V = static_cast<int>(c.vocab_size);
   std::vector<float> h(size_t(b) * d, 0.01f), y(size_t(b) * V);
   auto once = [&] {
-    zcode::kernels::gemm(false, true, b, V, d, 1.f, h.data(), d, m.params() + w->offset, d, 0.f, y.data(), V);
+    if (sgemm || b > zcode::kernels::kSmallM)
+      zcode::kernels::gemm(false, true, b, V, d, 1.f, h.data(), d, m.params() + w->offset, d, 0.f, y.data(), V);
+    else zcode::kernels::linear_fwd_small_m(b, V, d, h.data(), m.params() + w->offset, y.data(), V);
   };
   once();
   std::vector<double> t;
@@ -203,7 +209,8 @@ Run zcode_run(glm52::Model<float>& m, const std::vector<int32_t>& prompts, int P
   warm.prefill_s = timed.prefill_s;
   warm.decode_s = timed.decode_s;
   warm.timed_equal_warmup = timed.tokens == warm.tokens;
-  warm.head_s = head_gemm_s(m, b);
+  warm.head_s = head_gemm_s(m, b, false);
+  warm.head_sgemm_s = head_gemm_s(m, b, true);
   return warm;
 }
 
@@ -318,11 +325,13 @@ std::vector<Run> torch_peer(const Job& c, bool tuned, int threads, int N, const 
 void print_run(const char* who, const std::string& cfg, const Run& r, int P, int N) {
   if (!r.ok) return;
   const double step_ms = r.decode_s * 1e3 / N;
+  char sgemm[64] = "";
+  if (r.head_sgemm_s > 0) std::snprintf(sgemm, sizeof sgemm, " [head as one sgemm: %.3f ms]", r.head_sgemm_s * 1e3);
   std::printf(
       "%-20s %-5s b=%d: prefill %8.1f tok/s (%7.1f ms) | decode %8.1f tok/s (%6.3f ms/step = LM head GEMM %.3f + "
-      "rest %.3f)%s\n",
+      "rest %.3f)%s%s\n",
       who, cfg.c_str(), r.batch, r.batch * P / r.prefill_s, r.prefill_s * 1e3, r.batch * N / r.decode_s, step_ms,
-      r.head_s * 1e3, step_ms - r.head_s * 1e3,
+      r.head_s * 1e3, step_ms - r.head_s * 1e3, sgemm,
       r.timed_equal_warmup ? "" : " | TIMED TOKENS DIFFER FROM THE WARM-UP'S");
   std::fflush(stdout);
 }
@@ -482,10 +491,12 @@ int main(int argc, char** argv) {
     if (run_tuned || run_installed) write_job(c, dir, P, N);
   }
 
-  std::printf("bench_decode: %s, %d threads, OpenBLAS core %s (OPENBLAS_CORETYPE=%s), %s build\n",
-              zcode::bench::cpu_model().c_str(), threads, zcode::kernels::blas_core().c_str(),
-              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "unset",
-              zcode::kernels::blas_threading().c_str());
+  std::printf(
+      "bench_decode: %s, %d threads, OpenBLAS core %s (OPENBLAS_CORETYPE=%s), %s build, decode head %s up to %d rows\n",
+      zcode::bench::cpu_model().c_str(), threads, zcode::kernels::blas_core().c_str(),
+      std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "unset",
+      zcode::kernels::blas_threading().c_str(), zcode::kernels::isa_name(zcode::kernels::linear_fwd_small_m_isa()),
+      zcode::kernels::kSmallM);
   std::printf(
       "bench_decode: %d prompts x %d ids (uniform, mt19937 seed %llu), %d new tokens greedy after the prefill's, "
       "batches 1 and 8, 1 warm-up + 1 timed decode each, %d round(s), weights from seed %llu\n",

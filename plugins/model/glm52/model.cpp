@@ -8,6 +8,7 @@
 #include <zcode/abi.h>
 #include <zcode/kernels/cross_entropy.h>
 #include <zcode/kernels/gemm.h>
+#include <zcode/kernels/gemm_small_m.h>
 #include <zcode/kernels/glu.h>
 #include <zcode/kernels/math.h>
 #include <zcode/kernels/memory.h>
@@ -439,6 +440,21 @@ struct Ctx {
   void* session;           // decode session (KV cache) or null
 };
 
+/// y[M, N] = x[M, K]·W[N, K]ᵀ + beta·y (beta 0 or 1; torch.nn.Linear without
+/// bias). In a decode step (k.session set) the few rows stream W once
+/// (zcode/kernels/gemm_small_m.h: sgemm packs W on every call); training and
+/// evaluation keep OpenBLAS's sgemm, and with it their bits.
+template <class T>
+void fwd_linear(const Ctx<T>& k, int M, int N, int K, const T* x, const T* W, T* y, T beta = T(0)) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (k.session && M <= zcode::kernels::kSmallM && (beta == 0.f || beta == 1.f)) {
+      zcode::kernels::linear_fwd_small_m(M, N, K, x, W, y, N, beta == 1.f);
+      return;
+    }
+  }
+  linear_fwd<T>(M, N, K, x, W, y, beta);
+}
+
 // ---- Norm (ScaleNorm / RMSNorm), forward and backward ----------------------
 /// y = Norm(x) with the gain at parameter offset `g` (README §3).
 template <class T>
@@ -466,9 +482,9 @@ void norm_bwd(const Ctx<T>& k, int64_t g, const T* x, const T* rstd, const T* dy
 template <class T>
 void glu_fwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, const T* x, T* a13, T* g, T* out, T beta) {
   const int d = k.c.d_model;
-  linear_fwd<T>(static_cast<int>(rows), 2 * F, d, x, k.P + w13, a13);
+  fwd_linear(k, static_cast<int>(rows), 2 * F, d, x, k.P + w13, a13);
   zcode::kernels::silu_glu_fwd(a13, g, rows, F);
-  linear_fwd<T>(static_cast<int>(rows), d, F, g, k.P + w2, out, beta);
+  fwd_linear(k, static_cast<int>(rows), d, F, g, k.P + w2, out, beta);
 }
 /// Given dout, accumulates dW1, dW3, dW2 and writes (beta 0) or adds (beta 1)
 /// dx (dx may alias x). Consumes a13 (overwritten by its gradient); g
@@ -530,7 +546,7 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   const int64_t N = k.N, E = c.moe_experts, K = c.moe_top_k, d = c.d_model;
   const int F = c.moe_ffn_hidden;
   const bool softmax = c.router_activation == Router::kSoftmax;
-  linear_fwd<T>(static_cast<int>(N), static_cast<int>(E), static_cast<int>(d), x, k.P + lo.router, a.z);
+  fwd_linear(k, static_cast<int>(N), static_cast<int>(E), static_cast<int>(d), x, k.P + lo.router, a.z);
   double* lse2 = k.ws.nll;  // scratch until the LM head runs: per-token lse², summed in order
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
@@ -784,7 +800,7 @@ void qkv_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
     norm_fwd(k, lo.attn_norm, x, a.xa, a.rstd_a);
     xa = a.xa;
   }
-  linear_fwd<T>(static_cast<int>(k.N), static_cast<int>(c.qkv_dim()), c.d_model, xa, k.P + lo.wqkv, a.qkv);
+  fwd_linear(k, static_cast<int>(k.N), static_cast<int>(c.qkv_dim()), c.d_model, xa, k.P + lo.wqkv, a.qkv);
 }
 /// Backward of qkv_fwd given ws.dqkv = ∂L/∂qkv [N, qkv_dim] (before RoPE):
 /// accumulates the gradients of W_qkv (and of the attention norm's gain,
@@ -817,7 +833,7 @@ void post_attention_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& 
   const bool deep = c.residual == Residual::kDeepNorm;
   const T alpha = static_cast<T>(c.alpha());
   scaled_copy(a.r1, x, N * d, deep ? alpha : T(1));
-  linear_fwd<T>(static_cast<int>(N), static_cast<int>(d), c.n_heads * c.head_dim, a.o, k.P + lo.wo, a.r1, T(1));
+  fwd_linear(k, static_cast<int>(N), static_cast<int>(d), c.n_heads * c.head_dim, a.o, k.P + lo.wo, a.r1, T(1));
   norm_fwd(k, deep ? lo.attn_norm : lo.ffn_norm, a.r1, a.xf, deep ? a.rstd_a : a.rstd_f);
   T* r2 = deep ? a.r2 : xn;
   scaled_copy(r2, deep ? a.xf : a.r1, N * d, deep ? alpha : T(1));
@@ -1248,6 +1264,16 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
     hf = ws.L(0).r1;
   }
   const int64_t V = c.vocab_size;
+  if constexpr (std::is_same_v<T, float>) {
+    if (N <= zcode::kernels::kSmallM) {
+      // A few rows against the whole [V, d] head: stream W once, straight into the caller's
+      // logits (no packing, no zero-fill, no copy; bench/decode: the head is most of a step).
+      zcode::kernels::linear_fwd_small_m(static_cast<int>(N), static_cast<int>(V), static_cast<int>(d), hf,
+                                         head_weight(), out_logits, static_cast<long>(V));
+      ++s->pos;
+      return;
+    }
+  }
   const int64_t chunk = ws.head_chunk_rows(N);
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));

@@ -1,0 +1,48 @@
+// zcode/kernels/gemm_small_m.h: y = x · Wᵀ for a few rows of x, streaming W once.
+//
+// Decoding multiplies a handful of rows (the batch) by large weights, above
+// all the LM head's [V, d_model]. OpenBLAS's sgemm packs W into its panel
+// layout on every call, at M = 1 as at M = 8, and then runs at a fraction of
+// the memory bandwidth (bench/decode/RESULTS.md: 7-12 GB/s for the 51.5 MB
+// head, 49-79 % of a decode step). Here each W row is read from memory once
+// and used for every row of x while it is in L1: no packing, no zero-fill of y.
+//
+// Numerics: y[i, j] is one dot product of x[i, :] and W[j, :] summed in a
+// fixed order (vector lanes over k, then a fixed reduction tree), the same
+// whatever M, i, the position of j in its block and the thread count, so a
+// row's logits do not depend on the other rows in the batch nor on threads.
+// The AVX-512 and the AVX2 variants sum in different orders: the last bits
+// differ between machines, as everything of OpenBLAS's does.
+#pragma once
+
+namespace zcode::kernels {
+
+/// M at or below which linear_fwd_small_m beats sgemm for the shapes the
+/// decode step has (K = d_model ≤ a few thousand); measured in bench/decode.
+inline constexpr int kSmallM = 16;
+
+/// y[i, j] = Σ_k x[i, k] · W[j, k] for i < M, j < N (torch.nn.Linear without
+/// bias: y = x · Wᵀ), float32, x [M, K] and W [N, K] contiguous row-major,
+/// y row stride ldy ≥ N: overwritten (never read), or with `accumulate`
+/// y[i, j] + that sum (a residual add, sgemm's beta = 1). Parallel over blocks
+/// of W rows on the OpenMP pool (threads.h), serial below ~64 K multiply-adds.
+/// Any M ≥ 0 is correct; it is fast for M ≤ kSmallM. No allocation, no throw.
+void linear_fwd_small_m(int M, int N, int K, const float* x, const float* W, float* y, long ldy,
+                        bool accumulate = false);
+
+/// The variants of linear_fwd_small_m, best last.
+enum class SmallMIsa { kScalar, kAvx2Fma, kAvx512f };
+
+/// The variant linear_fwd_small_m runs on this CPU, chosen once from the
+/// CPU's features at run time (__builtin_cpu_supports), and its name
+/// ("scalar", "avx2+fma", "avx512f") for the benchmarks' headers.
+SmallMIsa linear_fwd_small_m_isa();
+const char* isa_name(SmallMIsa isa);
+
+/// linear_fwd_small_m on a given variant (the tests check each against a
+/// double-precision reference). Returns false, computing nothing, when this
+/// CPU lacks the variant's instructions.
+bool linear_fwd_small_m_on(SmallMIsa isa, int M, int N, int K, const float* x, const float* W, float* y, long ldy,
+                           bool accumulate = false);
+
+}  // namespace zcode::kernels

@@ -1,0 +1,118 @@
+// zcode/kernels/gemm_small_m.h: every variant this CPU has against a
+// long-double dot product, and the promises the decode step relies on.
+#include <zcode/kernels/gemm_small_m.h>
+#include <zcode/kernels/threads.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using zcode::kernels::SmallMIsa;
+
+constexpr SmallMIsa kAll[] = {SmallMIsa::kScalar, SmallMIsa::kAvx2Fma, SmallMIsa::kAvx512f};
+
+std::vector<float> uniform(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// |fp32 sum − exact| ≤ K·2⁻²⁴·Σ|x·w| (Higham, "Accuracy and Stability of
+// Numerical Algorithms", 2nd ed., eq. 3.5, for any summation order), with
+// slack for the product roundings FMA does not make.
+void check(SmallMIsa isa, int M, int N, int K, long ldy) {
+  const std::vector<float> x = uniform(size_t(M) * K, 11 + M), W = uniform(size_t(N) * K, 17 + K);
+  std::vector<float> y(size_t(M) * ldy + 1, -7.f);  // sentinel past each row's N
+  ASSERT_TRUE(zcode::kernels::linear_fwd_small_m_on(isa, M, N, K, x.data(), W.data(), y.data(), ldy));
+  // Accumulating onto y (a residual add): y + the same sum.
+  std::vector<float> acc(size_t(M) * ldy + 1, -7.f);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) acc[size_t(i) * ldy + j] = 0.25f * static_cast<float>(j % 5);
+  ASSERT_TRUE(zcode::kernels::linear_fwd_small_m_on(isa, M, N, K, x.data(), W.data(), acc.data(), ldy, true));
+  for (int i = 0; i < M; ++i) {
+    for (int j = 0; j < N; ++j) {
+      long double exact = 0, mag = 0;
+      for (int k = 0; k < K; ++k) {
+        exact += static_cast<long double>(x[size_t(i) * K + k]) * W[size_t(j) * K + k];
+        mag += std::fabs(static_cast<long double>(x[size_t(i) * K + k]) * W[size_t(j) * K + k]);
+      }
+      const double bound = 2.0 * (K + 2) * 0x1p-24 * static_cast<double>(mag) + 1e-30;
+      ASSERT_NEAR(y[size_t(i) * ldy + j], static_cast<double>(exact), bound)
+          << zcode::kernels::isa_name(isa) << " M " << M << " N " << N << " K " << K << " at " << i << "," << j;
+      const double base = 0.25 * (j % 5);
+      ASSERT_NEAR(acc[size_t(i) * ldy + j], base + static_cast<double>(exact), bound + base * 0x1p-23)
+          << "accumulate: " << zcode::kernels::isa_name(isa) << " M " << M << " N " << N << " K " << K;
+    }
+    for (long j = N; j < ldy; ++j) {
+      ASSERT_EQ(y[size_t(i) * ldy + j], -7.f) << "wrote past N at row " << i;
+      ASSERT_EQ(acc[size_t(i) * ldy + j], -7.f) << "accumulate wrote past N at row " << i;
+    }
+  }
+}
+
+// One instantiation per variant, so that a variant this CPU lacks shows as a skip of its own.
+class GemmSmallMVariant : public ::testing::TestWithParam<SmallMIsa> {
+ protected:
+  void SetUp() override {
+    const float x = 2, w = 3;
+    float y = 0;
+    if (!zcode::kernels::linear_fwd_small_m_on(GetParam(), 1, 1, 1, &x, &w, &y, 1))
+      GTEST_SKIP() << zcode::kernels::isa_name(GetParam()) << " is not supported by this CPU";
+  }
+};
+
+TEST_P(GemmSmallMVariant, MatchesLongDouble) {
+  // K: below one vector, every masked tail of both widths, the model's d_model.
+  // N: below one block of 8 W rows, a block tail, many blocks.
+  for (int M : {1, 3, 8, 16})
+    for (int K : {1, 7, 8, 15, 16, 17, 31, 64, 100, 256})
+      for (int N : {1, 5, 8, 13, 300}) check(GetParam(), M, N, K, N + (N % 3));
+}
+
+TEST_P(GemmSmallMVariant, ManyRowsInParallel) {
+  zcode::kernels::set_num_threads(2);
+  check(GetParam(), 2, 5003, 256, 5003);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, GemmSmallMVariant, ::testing::ValuesIn(kAll),
+                         [](const ::testing::TestParamInfo<SmallMIsa>& p) {
+                           switch (p.param) {
+                             case SmallMIsa::kScalar: return std::string("scalar");
+                             case SmallMIsa::kAvx2Fma: return std::string("avx2_fma");
+                             case SmallMIsa::kAvx512f: return std::string("avx512f");
+                           }
+                           return std::string("unknown");
+                         });
+
+// A row's result does not depend on the rest of the batch, its place in it,
+// or the thread count: the decode step's batch-1 and batch-8 logits of one
+// sequence are the same bits (tests/model's KV-cache tests rely on it).
+TEST(GemmSmallM, RowIndependentOfBatchPositionAndThreads) {
+  const int N = 1037, K = 256;
+  const std::vector<float> x = uniform(size_t(8) * K, 3), W = uniform(size_t(N) * K, 4);
+  zcode::kernels::set_num_threads(1);
+  std::vector<float> one(N);
+  zcode::kernels::linear_fwd_small_m(1, N, K, x.data() + 5 * K, W.data(), one.data(), N);
+  zcode::kernels::set_num_threads(2);
+  std::vector<float> all(size_t(8) * N);
+  zcode::kernels::linear_fwd_small_m(8, N, K, x.data(), W.data(), all.data(), N);
+  EXPECT_EQ(0, std::memcmp(one.data(), all.data() + 5 * N, sizeof(float) * N));
+}
+
+TEST(GemmSmallM, BestVariantIsOneThisCpuHas) {
+  const SmallMIsa best = zcode::kernels::linear_fwd_small_m_isa();
+  float y = 0;
+  const float x = 2, w = 3;
+  EXPECT_TRUE(zcode::kernels::linear_fwd_small_m_on(best, 1, 1, 1, &x, &w, &y, 1)) << zcode::kernels::isa_name(best);
+  EXPECT_EQ(y, 6.f);
+}
+
+}  // namespace
