@@ -7,9 +7,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
+
+namespace zcode::kernels {
+// gtest prints a parameter with this (the ctest names then say the variant, not its bytes).
+void PrintTo(SmallMIsa isa, std::ostream* os) { *os << isa_name(isa); }
+}  // namespace zcode::kernels
 
 namespace {
 
