@@ -3,8 +3,8 @@
 // Decoding multiplies a handful of rows (the batch) by large weights, above
 // all the LM head's [V, d_model]. OpenBLAS's sgemm packs W into its panel
 // layout on every call, at M = 1 as at M = 8, and then runs at a fraction of
-// the memory bandwidth (bench/decode/RESULTS.md: 7-12 GB/s for the 51.5 MB
-// head, 49-79 % of a decode step). Here each W row is read from memory once
+// the memory bandwidth (bench/decode/RESULTS.md, 2-core AMD EPYC Zen 4 VM,
+// 2026-12-02: 7-12 GB/s for the 51.5 MB head, 49-79 % of a decode step). Here each W row is read from memory once
 // and used for every row of x while it is in L1: no packing, no zero-fill of y.
 //
 // Numerics: y[i, j] is one dot product of x[i, :] and W[j, :] summed in a
@@ -17,8 +17,10 @@
 
 namespace zcode::kernels {
 
-/// M at or below which linear_fwd_small_m beats sgemm for the shapes the
-/// decode step has (K = d_model ≤ a few thousand); measured in bench/decode.
+/// The most rows of x the decode step sends here (glm52's fwd_linear and
+/// head). A limit of the design, not a measured crossover: each block of W is
+/// re-read from L1 once per row of x, so past a few tens of rows sgemm's
+/// register blocking wins; where exactly has not been searched on any machine.
 inline constexpr int kSmallM = 16;
 
 /// y[i, j] = Σ_k x[i, k] · W[j, k] for i < M, j < N (torch.nn.Linear without
