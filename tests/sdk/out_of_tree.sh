@@ -28,9 +28,10 @@ echo "== the installed layout is self-contained: no source or build path in a bi
 # The build maps both trees away with -ffile-prefix-map (CMakeLists.txt), debug info included.
 # GCC 12 does not apply that map to ASan's and UBSan's source locations (.rodata strings naming
 # each instrumented .cpp or header), so in a sanitizer build a string that is exactly a source
-# file of the tree is let through, and counted; a baked folder or asset path still fails.
+# file of the tree (.c .cpp .h .hpp .inc) is let through, and counted; a baked folder or asset
+# path still fails.
 sanitizer_locations=0
-find "$src" "$(cd "$src" && pwd -P)" -path "$build" -prune -o -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' -o -name '*.hpp' \) -print >"$work/source_files.txt"
+find "$src" "$(cd "$src" && pwd -P)" -path "$build" -prune -o -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.inc' \) -print >"$work/source_files.txt"
 for f in "$prefix/bin/zcode-host" "$prefix"/lib/zcode/plugins/*.so; do
   strings -a "$f" >"$work/strings.txt"
   if [ "$sanitize" = "1" ]; then
