@@ -495,7 +495,7 @@ int main(int argc, char** argv) {
       "bench_decode: %s, %d threads, OpenBLAS core %s (OPENBLAS_CORETYPE=%s), %s build, decode head %s up to %d rows\n",
       zcode::bench::cpu_model().c_str(), threads, zcode::kernels::blas_core().c_str(),
       std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "unset",
-      zcode::kernels::blas_threading().c_str(), zcode::kernels::isa_name(zcode::kernels::linear_fwd_small_m_isa()),
+      zcode::kernels::blas_threading().c_str(), zcode::kernels::isa_name(zcode::kernels::best_isa()),
       zcode::kernels::kSmallM);
   std::printf(
       "bench_decode: %d prompts x %d ids (uniform, mt19937 seed %llu), %d new tokens greedy after the prefill's, "

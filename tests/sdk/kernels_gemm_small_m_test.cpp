@@ -14,14 +14,14 @@
 
 namespace zcode::kernels {
 // gtest prints a parameter with this (the ctest names then say the variant, not its bytes).
-void PrintTo(SmallMIsa isa, std::ostream* os) { *os << isa_name(isa); }
+void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
 }  // namespace zcode::kernels
 
 namespace {
 
-using zcode::kernels::SmallMIsa;
+using zcode::kernels::Isa;
 
-constexpr SmallMIsa kAll[] = {SmallMIsa::kScalar, SmallMIsa::kAvx2Fma, SmallMIsa::kAvx512f};
+constexpr Isa kAll[] = {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512f};
 
 std::vector<float> uniform(size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -34,7 +34,7 @@ std::vector<float> uniform(size_t n, unsigned seed) {
 // |fp32 sum − exact| ≤ K·2⁻²⁴·Σ|x·w| (Higham, "Accuracy and Stability of
 // Numerical Algorithms", 2nd ed., eq. 3.5, for any summation order), with
 // slack for the product roundings FMA does not make.
-void check(SmallMIsa isa, int M, int N, int K, long ldy) {
+void check(Isa isa, int M, int N, int K, long ldy) {
   const std::vector<float> x = uniform(size_t(M) * K, 11 + M), W = uniform(size_t(N) * K, 17 + K);
   std::vector<float> y(size_t(M) * ldy + 1, -7.f);  // sentinel past each row's N
   ASSERT_TRUE(zcode::kernels::linear_fwd_small_m_on(isa, M, N, K, x.data(), W.data(), y.data(), ldy));
@@ -65,7 +65,7 @@ void check(SmallMIsa isa, int M, int N, int K, long ldy) {
 }
 
 // One instantiation per variant, so that a variant this CPU lacks shows as a skip of its own.
-class GemmSmallMVariant : public ::testing::TestWithParam<SmallMIsa> {
+class GemmSmallMVariant : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
     const float x = 2, w = 3;
@@ -89,11 +89,11 @@ TEST_P(GemmSmallMVariant, ManyRowsInParallel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, GemmSmallMVariant, ::testing::ValuesIn(kAll),
-                         [](const ::testing::TestParamInfo<SmallMIsa>& p) {
+                         [](const ::testing::TestParamInfo<Isa>& p) {
                            switch (p.param) {
-                             case SmallMIsa::kScalar: return std::string("scalar");
-                             case SmallMIsa::kAvx2Fma: return std::string("avx2_fma");
-                             case SmallMIsa::kAvx512f: return std::string("avx512f");
+                             case Isa::kScalar: return std::string("scalar");
+                             case Isa::kAvx2Fma: return std::string("avx2_fma");
+                             case Isa::kAvx512f: return std::string("avx512f");
                            }
                            return std::string("unknown");
                          });
@@ -114,7 +114,7 @@ TEST(GemmSmallM, RowIndependentOfBatchPositionAndThreads) {
 }
 
 TEST(GemmSmallM, BestVariantIsOneThisCpuHas) {
-  const SmallMIsa best = zcode::kernels::linear_fwd_small_m_isa();
+  const Isa best = zcode::kernels::best_isa();
   float y = 0;
   const float x = 2, w = 3;
   EXPECT_TRUE(zcode::kernels::linear_fwd_small_m_on(best, 1, 1, 1, &x, &w, &y, 1)) << zcode::kernels::isa_name(best);

@@ -127,24 +127,11 @@ __attribute__((target("avx2,fma"))) void block_avx2(int M, int K, const float* x
 
 #endif  // __x86_64__
 
-bool supported(SmallMIsa isa) {
-  switch (isa) {
-    case SmallMIsa::kScalar: return true;
-#if defined(__x86_64__)
-    case SmallMIsa::kAvx2Fma: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case SmallMIsa::kAvx512f: return __builtin_cpu_supports("avx512f");
-#else
-    default: return false;
-#endif
-  }
-  return false;
-}
-
-BlockFn block_fn(SmallMIsa isa) {
+BlockFn block_fn(Isa isa) {
   switch (isa) {
 #if defined(__x86_64__)
-    case SmallMIsa::kAvx512f: return block_avx512;
-    case SmallMIsa::kAvx2Fma: return block_avx2;
+    case Isa::kAvx512f: return block_avx512;
+    case Isa::kAvx2Fma: return block_avx2;
 #endif
     default: return block_scalar;
   }
@@ -165,30 +152,14 @@ void run(BlockFn f, int M, int N, int K, const float* x, const float* W, float* 
 
 }  // namespace
 
-SmallMIsa linear_fwd_small_m_isa() {
-  static const SmallMIsa best = supported(SmallMIsa::kAvx512f)   ? SmallMIsa::kAvx512f
-                                : supported(SmallMIsa::kAvx2Fma) ? SmallMIsa::kAvx2Fma
-                                                                 : SmallMIsa::kScalar;
-  return best;
-}
-
-const char* isa_name(SmallMIsa isa) {
-  switch (isa) {
-    case SmallMIsa::kAvx512f: return "avx512f";
-    case SmallMIsa::kAvx2Fma: return "avx2+fma";
-    case SmallMIsa::kScalar: return "scalar";
-  }
-  return "?";
-}
-
 void linear_fwd_small_m(int M, int N, int K, const float* x, const float* W, float* y, long ldy, bool accumulate) {
-  static const BlockFn f = block_fn(linear_fwd_small_m_isa());
+  static const BlockFn f = block_fn(best_isa());
   run(f, M, N, K, x, W, y, ldy, accumulate);
 }
 
-bool linear_fwd_small_m_on(SmallMIsa isa, int M, int N, int K, const float* x, const float* W, float* y, long ldy,
+bool linear_fwd_small_m_on(Isa isa, int M, int N, int K, const float* x, const float* W, float* y, long ldy,
                            bool accumulate) {
-  if (!supported(isa)) return false;
+  if (!isa_supported(isa)) return false;
   run(block_fn(isa), M, N, K, x, W, y, ldy, accumulate);
   return true;
 }

@@ -15,6 +15,8 @@
 // differ between machines, as everything of OpenBLAS's does.
 #pragma once
 
+#include <zcode/kernels/isa.h>
+
 namespace zcode::kernels {
 
 /// The most rows of x the decode step sends here (glm52's fwd_linear and
@@ -27,24 +29,16 @@ inline constexpr int kSmallM = 16;
 /// bias: y = x · Wᵀ), float32, x [M, K] and W [N, K] contiguous row-major,
 /// y row stride ldy ≥ N: overwritten (never read), or with `accumulate`
 /// y[i, j] + that sum (a residual add, sgemm's beta = 1). Parallel over blocks
-/// of W rows on the OpenMP pool (threads.h), serial below ~64 K multiply-adds.
+/// of W rows on the OpenMP pool (threads.h), serial below ~64 K multiply-adds,
+/// on best_isa()'s variant (isa.h).
 /// Any M ≥ 0 is correct; it is fast for M ≤ kSmallM. No allocation, no throw.
 void linear_fwd_small_m(int M, int N, int K, const float* x, const float* W, float* y, long ldy,
                         bool accumulate = false);
 
-/// The variants of linear_fwd_small_m, best last.
-enum class SmallMIsa { kScalar, kAvx2Fma, kAvx512f };
-
-/// The variant linear_fwd_small_m runs on this CPU, chosen once from the
-/// CPU's features at run time (__builtin_cpu_supports), and its name
-/// ("scalar", "avx2+fma", "avx512f") for the benchmarks' headers.
-SmallMIsa linear_fwd_small_m_isa();
-const char* isa_name(SmallMIsa isa);
-
 /// linear_fwd_small_m on a given variant (the tests check each against a
 /// double-precision reference). Returns false, computing nothing, when this
 /// CPU lacks the variant's instructions.
-bool linear_fwd_small_m_on(SmallMIsa isa, int M, int N, int K, const float* x, const float* W, float* y, long ldy,
+bool linear_fwd_small_m_on(Isa isa, int M, int N, int K, const float* x, const float* W, float* y, long ldy,
                            bool accumulate = false);
 
 }  // namespace zcode::kernels
