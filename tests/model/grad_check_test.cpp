@@ -300,14 +300,14 @@ TEST(FusedLmHead, EvaluationHeadGivesTheTrainingNll) {
   zcode::kernels::set_num_threads(2);
   const glm52::Blocking bl;
   std::vector<float> logits(size_t(chunk) * V), scr(size_t(glm52::head_xent_fused_scratch(chunk, V, d, bl)));
-  ASSERT_LE(glm52::head_logprob_fused_scratch(chunk, V, bl), static_cast<int64_t>(scr.size()));
+  ASSERT_LE(glm52::head_logprob_fused_scratch(chunk, V, d, bl), static_cast<int64_t>(scr.size()));
   std::vector<float> grads(size_t(rows) * d + size_t(V) * d, 0.f);
   std::vector<double> train_nll(rows), eval_nll(rows, -1.0);
   glm52::head_xent_fused<float>(rows, chunk, V, d, h.data(), W.data(), labels.data(), 1.0f, logits.data(), scr.data(),
                                 train_nll.data(), grads.data(), grads.data() + size_t(rows) * d, bl);
   std::vector<int32_t> am(rows, -7);
-  glm52::head_logprob_fused<float>(rows, chunk, V, d, h.data(), W.data(), labels.data(), logits.data(), scr.data(),
-                                   eval_nll.data(), am.data(), bl);
+  glm52::head_logprob_fused<float>(rows, chunk, V, d, h.data(), W.data(), labels.data(), scr.data(), eval_nll.data(),
+                                   am.data(), bl);
   for (int r = 0; r < rows; ++r) {
     EXPECT_EQ(eval_nll[r], train_nll[r]) << "row " << r;
     int best = 0;

@@ -88,15 +88,14 @@ TEST_P(GemmSmallMVariant, ManyRowsInParallel) {
   check(GetParam(), 2, 5003, 256, 5003);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, GemmSmallMVariant, ::testing::ValuesIn(kAll),
-                         [](const ::testing::TestParamInfo<Isa>& p) {
-                           switch (p.param) {
-                             case Isa::kScalar: return std::string("scalar");
-                             case Isa::kAvx2Fma: return std::string("avx2_fma");
-                             case Isa::kAvx512f: return std::string("avx512f");
-                           }
-                           return std::string("unknown");
-                         });
+INSTANTIATE_TEST_SUITE_P(Isa, GemmSmallMVariant, ::testing::ValuesIn(kAll), [](const ::testing::TestParamInfo<Isa>& p) {
+  switch (p.param) {
+    case Isa::kScalar: return std::string("scalar");
+    case Isa::kAvx2Fma: return std::string("avx2_fma");
+    case Isa::kAvx512f: return std::string("avx512f");
+  }
+  return std::string("unknown");
+});
 
 // A row's result does not depend on the rest of the batch, its place in it,
 // or the thread count: the decode step's batch-1 and batch-8 logits of one

@@ -87,8 +87,7 @@ TEST_P(HeadLogitsVariant, MatchesLongDouble) {
     for (const int n : {1, 5, 13, 50})
       for (const int K : {1, 7, 64}) {
         const long ldw = K + 2;
-        const std::vector<float> h = uniform(size_t(M) * K, 3 + M, 2.f),
-                                 W = uniform(size_t(n) * ldw, 5 + n * K, 2.f);
+        const std::vector<float> h = uniform(size_t(M) * K, 3 + M, 2.f), W = uniform(size_t(n) * ldw, 5 + n * K, 2.f);
         const Out o = run(isa, M, n, K, h, W, ldw);
         const long ldz = M + 3;
         for (int r = 0; r < M; ++r) {

@@ -354,13 +354,13 @@ struct Model<T>::Workspace {
     // fused head's scratch (linear in rows).
     const Blocking& bl = c.blocking;
     const int64_t chunk_elems = bl.logits_chunk_elems + static_cast<int64_t>((off - scratch_begin) / sizeof(T));
-    const int64_t per_row = V + head_xent_fused_scratch(1, V, d, bl);
+    const int64_t per_row = V + head_xent_fused_scratch(16, V, d, bl) / 16;  // linear in multiples of 16 rows
     logits_rows = std::min<int64_t>(std::max<int64_t>(chunk_elems / per_row / 16 * 16, 16), N);
     const size_t scratch_end = off;
     off = scratch_begin;
     take(logits, logits_rows * c.vocab_size);
     take(head_scratch,
-         std::max(head_xent_fused_scratch(logits_rows, V, d, bl), head_logprob_fused_scratch(logits_rows, V, bl)));
+         std::max(head_xent_fused_scratch(logits_rows, V, d, bl), head_logprob_fused_scratch(logits_rows, V, d, bl)));
     off = std::max(off, scratch_end);
     take(inv_freq, c.rotary_dims() / 2 + 1);
     take(rope_cos, int64_t{Tn} * (c.rotary_dims() / 2));
@@ -1128,8 +1128,8 @@ void Model<T>::forward_logprobs(const BatchView& b, float* out, int32_t* argmax)
   if (!(blas_pthread_ && omp_get_max_threads() > 1) && V < (int64_t{1} << 24)) {
     // Fused over vocab slices like the training head (lm_head.h): the same
     // nll bits as forward_backward's for the same weights.
-    head_logprob_fused<T>(N, chunk, V, static_cast<int>(d), hf, head_weight(), ws.labels, ws.logits, ws.head_scratch,
-                          ws.nll, argmax, c.blocking);
+    head_logprob_fused<T>(N, chunk, V, static_cast<int>(d), hf, head_weight(), ws.labels, ws.head_scratch, ws.nll,
+                          argmax, c.blocking);
     for (int64_t n = 0; n < N; ++n) out[n] = b.targets[n] >= 0 ? static_cast<float>(-ws.nll[n]) : 0.0f;
     return;
   }

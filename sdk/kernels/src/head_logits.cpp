@@ -27,7 +27,8 @@ template <int kMax, class F>
 void with_width(int v, F&& f) {
   [&]<int... I>(std::integer_sequence<int, I...>) {
     ((v == I + 1 ? (f(std::integral_constant<int, I + 1>{}), 0) : 0), ...);
-  }(std::make_integer_sequence<int, kMax>{});
+  }
+  (std::make_integer_sequence<int, kMax>{});
 }
 
 #if defined(__x86_64__)
@@ -105,10 +106,8 @@ __attribute__((target("avx512f,avx2,fma"))) void columns_avx512(int M, int K, co
     const float* panel = hp + int64_t{r} * K;
     float* a = arg ? arg + r : nullptr;
     float* z = zt ? zt + r : nullptr;
-    if (M - r > kHeadPanelRows)
-      tile_avx512<2, NV>(K, panel, W, ldw, j0, M - r, z, ldz, mx + r, sum + r, a);
-    else
-      tile_avx512<1, NV>(K, panel, W, ldw, j0, M - r, z, ldz, mx + r, sum + r, a);
+    if (M - r > kHeadPanelRows) tile_avx512<2, NV>(K, panel, W, ldw, j0, M - r, z, ldz, mx + r, sum + r, a);
+    else tile_avx512<1, NV>(K, panel, W, ldw, j0, M - r, z, ldz, mx + r, sum + r, a);
   }
 }
 
@@ -116,11 +115,11 @@ __attribute__((target("avx512f,avx2,fma"))) void slice_avx512(int M, int n, int 
                                                               long ldw, float* zt, long ldz, float* mx, float* sum,
                                                               float* arg) {
   int j0 = 0;
-  for (; j0 + kBlockWide <= n; j0 += kBlockWide) columns_avx512<kBlockWide>(M, K, hp, W, ldw, j0, zt, ldz, mx, sum, arg);
+  for (; j0 + kBlockWide <= n; j0 += kBlockWide)
+    columns_avx512<kBlockWide>(M, K, hp, W, ldw, j0, zt, ldz, mx, sum, arg);
   if (j0 < n)
-    with_width<kBlockWide - 1>(n - j0, [&](auto nv) {
-      columns_avx512<decltype(nv)::value>(M, K, hp, W, ldw, j0, zt, ldz, mx, sum, arg);
-    });
+    with_width<kBlockWide - 1>(
+        n - j0, [&](auto nv) { columns_avx512<decltype(nv)::value>(M, K, hp, W, ldw, j0, zt, ldz, mx, sum, arg); });
 }
 
 #pragma GCC diagnostic pop
@@ -201,9 +200,8 @@ __attribute__((target("avx2,fma"))) void slice_avx2(int M, int n, int K, const f
   for (; j0 + kBlockNarrow <= n; j0 += kBlockNarrow)
     columns_avx2<kBlockNarrow>(M, K, hp, W, ldw, j0, zt, ldz, mx, sum, arg);
   if (j0 < n)
-    with_width<kBlockNarrow - 1>(n - j0, [&](auto nv) {
-      columns_avx2<decltype(nv)::value>(M, K, hp, W, ldw, j0, zt, ldz, mx, sum, arg);
-    });
+    with_width<kBlockNarrow - 1>(
+        n - j0, [&](auto nv) { columns_avx2<decltype(nv)::value>(M, K, hp, W, ldw, j0, zt, ldz, mx, sum, arg); });
 }
 
 #endif  // __x86_64__

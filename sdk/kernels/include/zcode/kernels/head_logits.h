@@ -77,8 +77,8 @@ T head_dot(int K, const T* x, const T* w) {
 /// per block m' = max(m, the block's max), s ← s·exp(m − m') + Σ_j exp(z_j −
 /// m') in column order, m ← m'. exp is kexp (math.h). Serial; no allocation.
 template <class T>
-void head_logits_generic(int M, int n, int K, const T* hp, const T* W, long ldw, T* zt, long ldz, T* mx, T* sum,
-                         T* arg, int block) {
+void head_logits_generic(int M, int n, int K, const T* hp, const T* W, long ldw, T* zt, long ldz, T* mx, T* sum, T* arg,
+                         int block) {
   for (int r = 0; r < M; ++r) {
     const T* panel = hp + int64_t{r / kHeadPanelRows} * K * kHeadPanelRows + r % kHeadPanelRows;
     T m = std::numeric_limits<T>::lowest(), s = 0, a = 0;
@@ -117,7 +117,7 @@ void head_logits(int M, int n, int K, const float* hp, const float* W, long ldw,
 
 /// head_logits on a given variant (the tests check each one). Returns false,
 /// computing nothing, when this CPU lacks its instructions.
-bool head_logits_on(Isa isa, int M, int n, int K, const float* hp, const float* W, long ldw, float* zt,
-                    long ldz, float* mx, float* sum, float* arg);
+bool head_logits_on(Isa isa, int M, int n, int K, const float* hp, const float* W, long ldw, float* zt, long ldz,
+                    float* mx, float* sum, float* arg);
 
 }  // namespace zcode::kernels
