@@ -5,23 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include "isa_variants.h"
+
 #include <cmath>
 #include <cstring>
-#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
-namespace zcode::kernels {
-// gtest prints a parameter with this (the ctest names then say the variant, not its bytes).
-void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
-}  // namespace zcode::kernels
-
 namespace {
 
 using zcode::kernels::Isa;
-
-constexpr Isa kAll[] = {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512f};
 
 std::vector<float> uniform(size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -65,15 +59,7 @@ void check(Isa isa, int M, int N, int K, long ldy) {
 }
 
 // One instantiation per variant, so that a variant this CPU lacks shows as a skip of its own.
-class GemmSmallMVariant : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    const float x = 2, w = 3;
-    float y = 0;
-    if (!zcode::kernels::linear_fwd_small_m_on(GetParam(), 1, 1, 1, &x, &w, &y, 1))
-      GTEST_SKIP() << zcode::kernels::isa_name(GetParam()) << " is not supported by this CPU";
-  }
-};
+using GemmSmallMVariant = zcode_test::IsaVariantTest;
 
 TEST_P(GemmSmallMVariant, MatchesLongDouble) {
   // K: below one vector, every masked tail of both widths, the model's d_model.
@@ -88,14 +74,7 @@ TEST_P(GemmSmallMVariant, ManyRowsInParallel) {
   check(GetParam(), 2, 5003, 256, 5003);
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, GemmSmallMVariant, ::testing::ValuesIn(kAll), [](const ::testing::TestParamInfo<Isa>& p) {
-  switch (p.param) {
-    case Isa::kScalar: return std::string("scalar");
-    case Isa::kAvx2Fma: return std::string("avx2_fma");
-    case Isa::kAvx512f: return std::string("avx512f");
-  }
-  return std::string("unknown");
-});
+INSTANTIATE_TEST_SUITE_P(Isa, GemmSmallMVariant, ::testing::ValuesIn(zcode_test::kAllIsas), zcode_test::isa_test_name);
 
 // A row's result does not depend on the rest of the batch, its place in it,
 // or the thread count: the decode step's batch-1 and batch-8 logits of one

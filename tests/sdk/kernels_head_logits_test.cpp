@@ -6,24 +6,18 @@
 
 #include <gtest/gtest.h>
 
+#include "isa_variants.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
-namespace zcode::kernels {
-// gtest prints a parameter with this (the ctest names then say the variant, not its bytes).
-void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
-}  // namespace zcode::kernels
-
 namespace {
 
 using zcode::kernels::Isa;
-
-constexpr Isa kAll[] = {Isa::kScalar, Isa::kAvx2Fma, Isa::kAvx512f};
 
 std::vector<float> uniform(size_t n, unsigned seed, float scale) {
   std::mt19937 rng(seed);
@@ -53,13 +47,7 @@ Out run(Isa isa, int M, int n, int K, const std::vector<float>& h, const std::ve
   return o;
 }
 
-class HeadLogitsVariant : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!zcode::kernels::isa_supported(GetParam()))
-      GTEST_SKIP() << zcode::kernels::isa_name(GetParam()) << " is not supported by this CPU";
-  }
-};
+using HeadLogitsVariant = zcode_test::IsaVariantTest;
 
 TEST(HeadLogits, PackLayoutIsPanelsOfSixteenRowsZeroPadded) {
   const int M = 19, K = 3;
@@ -236,11 +224,6 @@ TEST(HeadLogits, GenericDoubleMatchesLongDouble) {
 }
 
 // Test names say the variant (gtest names allow no '+').
-INSTANTIATE_TEST_SUITE_P(Isa, HeadLogitsVariant, ::testing::ValuesIn(kAll), [](const ::testing::TestParamInfo<Isa>& i) {
-  std::string name = zcode::kernels::isa_name(i.param);
-  for (char& c : name)
-    if (c == '+') c = '_';
-  return name;
-});
+INSTANTIATE_TEST_SUITE_P(Isa, HeadLogitsVariant, ::testing::ValuesIn(zcode_test::kAllIsas), zcode_test::isa_test_name);
 
 }  // namespace

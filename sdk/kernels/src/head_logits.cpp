@@ -40,22 +40,6 @@ void with_width(int v, F&& f) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// exp over 16 lanes: fast_exp's reduction and polynomial (math.h), the 2^n by
-// vscalefps (exp_shifted_sum<float>'s AVX-512 form).
-__attribute__((target("avx512f,avx2,fma"))) inline __m512 exp16(__m512 t) {
-  const __m512 tl = _mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f));
-  const __m512 k = _mm512_mask_roundscale_ps(tl, 0xFFFF, tl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), t);
-  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  return _mm512_mask_scalef_ps(p, 0xFFFF, p, k);
-}
-
 // A tile of 16·NP rows (NP panels) × NV columns: z in registers (one FMA
 // chain per element over k), then the rows' statistics updated in place.
 template <int NP, int NV>
@@ -88,8 +72,8 @@ __attribute__((target("avx512f,avx2,fma"))) inline void tile_avx512(int K, const
       m1 = _mm512_mask_mov_ps(m1, gt, acc[p][v]);
       a = _mm512_mask_mov_ps(a, gt, _mm512_set1_ps(static_cast<float>(j0 + v)));
     }
-    __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, sum + r0), exp16(_mm512_sub_ps(m, m1)));
-    ZC_UNROLL for (int v = 0; v < NV; ++v) s = _mm512_add_ps(s, exp16(_mm512_sub_ps(acc[p][v], m1)));
+    __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, sum + r0), exp_avx512(_mm512_sub_ps(m, m1)));
+    ZC_UNROLL for (int v = 0; v < NV; ++v) s = _mm512_add_ps(s, exp_avx512(_mm512_sub_ps(acc[p][v], m1)));
     _mm512_mask_storeu_ps(mx + r0, mask, m1);
     _mm512_mask_storeu_ps(sum + r0, mask, s);
     if (arg) _mm512_mask_storeu_ps(arg + r0, mask, a);

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__AVX512F__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -44,6 +44,29 @@ inline float fast_exp(float x) {
 inline float kexp(float x) { return fast_exp(x); }
 inline double kexp(double x) { return std::exp(x); }
 
+#if defined(__x86_64__)
+/// exp over 16 float lanes: fast_exp's reduction and polynomial, the scaling
+/// by 2^n done by vscalefps, which replaces the clamp, the float-to-int
+/// conversion and the exponent shift (and underflows to 0 for very negative
+/// arguments instead of stopping at exp(−87.3)). The one AVX-512 exp of the
+/// kernels (exp_shifted_sum below, head_logits.cpp); callable from code built
+/// without -mavx512f on a CPU that has it (isa.h chooses).
+__attribute__((target("avx512f,avx2,fma"))) inline __m512 exp_avx512(__m512 t) {
+  // The mask forms: GCC 12 warns that the plain ones read an undefined source.
+  const __m512 tl = _mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 k = _mm512_mask_roundscale_ps(tl, 0xFFFF, tl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), t);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  return _mm512_mask_scalef_ps(p, 0xFFFF, p, k);
+}
+#endif
+
 /// max_j x[j] over x[0, n), n ≥ 1 (−inf for n = 0).
 template <class T>
 inline T max_of(const T* x, int64_t n) {
@@ -68,31 +91,13 @@ inline T exp_shifted_sum(T* x, int64_t n, T shift) {
 }
 
 #if defined(__AVX512F__)
-/// AVX-512 float version: fast_exp's reduction and polynomial, with the
-/// scaling by 2^n done by vscalefps, which replaces the clamp, the
-/// float-to-int conversion and the exponent shift of the generic loop (and
-/// underflows to 0 for very negative arguments instead of stopping at
-/// exp(−87.3)). It runs over every logit of the LM head; in `perf` of the
-/// fused head, the max-and-exp pass went from ~6 % to ~5 % of its time.
+/// AVX-512 float version: exp_avx512 (above) over the row. It runs over
+/// every logit of the unfused LM head; in `perf` of the head, the max-and-exp
+/// pass went from ~6 % to ~5 % of its time.
 template <>
 inline float exp_shifted_sum<float>(float* x, int64_t n, float shift) {
-  const __m512 sh = _mm512_set1_ps(shift), log2e = _mm512_set1_ps(1.44269504088896341f),
-               ln2_hi = _mm512_set1_ps(0.693359375f), ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-  auto exp16 = [&](__m512 v) {
-    const __m512 t = _mm512_sub_ps(v, sh);
-    // The mask forms: GCC 12 warns that the plain ones read an undefined source.
-    const __m512 tl = _mm512_mul_ps(t, log2e);
-    const __m512 k = _mm512_mask_roundscale_ps(tl, 0xFFFF, tl, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, ln2_hi, t);
-    r = _mm512_fnmadd_ps(k, ln2_lo, r);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-    return _mm512_mask_scalef_ps(p, 0xFFFF, p, k);
-  };
+  const __m512 sh = _mm512_set1_ps(shift);
+  auto exp16 = [&](__m512 v) { return exp_avx512(_mm512_sub_ps(v, sh)); };
   __m512 acc = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
