@@ -108,25 +108,6 @@ __attribute__((target("avx512f,avx2,fma"))) void slice_avx512(int M, int n, int 
 
 #pragma GCC diagnostic pop
 
-// exp over 8 lanes: fast_exp (math.h) step for step, clamp included. The
-// clamp's operands in this order: maxps/minps return the second when either
-// is NaN, so a NaN goes through (a NaN logit makes its row's sum NaN).
-__attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_set1_ps(88.7f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
-
 // Lanes i < left of 8, as maskload/maskstore's mask.
 __attribute__((target("avx2,fma"))) inline __m256i lanes_below(int left) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -162,8 +143,8 @@ __attribute__((target("avx2,fma"))) inline void tile_avx2(int K, const float* hp
       m1 = _mm256_blendv_ps(m1, acc[p][v], gt);
       a = _mm256_blendv_ps(a, _mm256_set1_ps(static_cast<float>(j0 + v)), gt);
     }
-    __m256 s = _mm256_mul_ps(_mm256_maskload_ps(sum + r0, mask), exp8(_mm256_sub_ps(m, m1)));
-    ZC_UNROLL for (int v = 0; v < NV; ++v) s = _mm256_add_ps(s, exp8(_mm256_sub_ps(acc[p][v], m1)));
+    __m256 s = _mm256_mul_ps(_mm256_maskload_ps(sum + r0, mask), exp_avx2(_mm256_sub_ps(m, m1)));
+    ZC_UNROLL for (int v = 0; v < NV; ++v) s = _mm256_add_ps(s, exp_avx2(_mm256_sub_ps(acc[p][v], m1)));
     _mm256_maskstore_ps(mx + r0, mask, m1);
     _mm256_maskstore_ps(sum + r0, mask, s);
     if (arg) _mm256_maskstore_ps(arg + r0, mask, a);
