@@ -18,6 +18,7 @@ PKGS=(
   clang-format-14 clang-tidy-14
   python3 python3-numpy python3-torch
   libjemalloc2
+  openmpi-bin libopenmpi-dev
   fortunes fortunes-min fortunes-de fortunes-ru fortunes-zh
   unicode-data
 )

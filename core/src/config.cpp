@@ -37,6 +37,7 @@ HarnessConfig::Impl::Impl(const Impl& o)
       seed(o.seed),
       plugin_path(o.plugin_path),
       hardware(o.hardware),
+      distributed(o.distributed),
       model(o.model),
       data(o.data),
       optimizer(o.optimizer),
@@ -69,6 +70,7 @@ const std::string& HarnessConfig::experiment_name() const { return impl_->experi
 uint64_t HarnessConfig::seed() const { return impl_->seed; }
 const std::vector<std::string>& HarnessConfig::plugin_path() const { return impl_->plugin_path; }
 const HardwareConfig& HarnessConfig::hardware() const { return impl_->hardware; }
+const DistributedConfig& HarnessConfig::distributed() const { return impl_->distributed; }
 const ModelConfig& HarnessConfig::model() const { return impl_->model; }
 const DataConfig& HarnessConfig::data() const { return impl_->data; }
 const OptimizerConfig& HarnessConfig::optimizer() const { return impl_->optimizer; }

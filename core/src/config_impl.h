@@ -30,6 +30,7 @@ struct HarnessConfig::Impl {
   uint64_t seed = 42;
   std::vector<std::string> plugin_path;
   HardwareConfig hardware;
+  DistributedConfig distributed;
   ModelConfig model;
   DataConfig data;
   OptimizerConfig optimizer;

@@ -197,6 +197,7 @@ Field read_with(Field f, std::function<void(const JsonValue*, Impl&)> read) {
 const std::vector<Field>& fields() {
   using I = Impl;
   using HW = HardwareConfig;
+  using DI = DistributedConfig;
   using MO = ModelConfig;
   using DA = DataConfig;
   using OP = OptimizerConfig;
@@ -233,11 +234,29 @@ const std::vector<Field>& fields() {
       typed("hardware.accelerator", &I::hardware, &HW::accelerator, R"J({"type": "string", "enum": ["cpu", "gpu"]})J",
             "gpu: not implemented yet.", kFold),
       typed("hardware.devices", &I::hardware, &HW::devices, R"J({"type": "integer", "minimum": 1})J",
-            "> 1: not implemented yet."),
+            "Processes of the job (ranks): must equal the world size mpirun or srun launched (1: a plain run)."),
       typed("hardware.mixed_precision", &I::hardware, &HW::mixed_precision, R"J({"type": "boolean"})J",
             "true: not implemented yet."),
       typed("hardware.num_threads", &I::hardware, &HW::num_threads,
-            R"J({"type": "integer", "minimum": 0, "maximum": 4096})J", "Compute threads; 0 = all cores."),
+            R"J({"type": "integer", "minimum": 0, "maximum": 4096})J",
+            "Compute threads per process; 0 = the node's cores divided by the processes on it."),
+
+      untyped("distributed", R"J({"type": "object", "additionalProperties": false, "default": {}})J",
+              "Host-owned: multi-process training (ignored by a one-process run)."),
+      typed("distributed.backend", &I::distributed, &DI::backend,
+            R"J({"type": "string", "enum": ["auto", "mpi", "nccl"]})J",
+            "Collectives: mpi (Open MPI, CPU); auto = mpi on the CPU; nccl: not implemented yet.", kFold),
+      typed("distributed.zero_stage", &I::distributed, &DI::zero_stage,
+            R"J({"type": "integer", "minimum": 0, "maximum": 1})J",
+            "1 shards the optimizer state over the data-parallel ranks: not implemented yet."),
+      typed("distributed.expert_parallel", &I::distributed, &DI::expert_parallel,
+            R"J({"type": "integer", "minimum": 1})J", "Ranks one expert group spans; > 1: not implemented yet."),
+      typed("distributed.bucket_mb", &I::distributed, &DI::bucket_mb,
+            R"J({"type": "number", "minimum": 0, "exclusiveMinimum": true, "maximum": 4096})J",
+            "Gradient bucket of the data-parallel reduction, MiB (reduced in reverse parameter order)."),
+      typed("distributed.timeout_s", &I::distributed, &DI::timeout_s,
+            R"J({"type": "integer", "minimum": 1, "maximum": 86400})J",
+            "Seconds a rank waits for a lost peer before the job ends."),
 
       untyped("model",
               R"J({"type": "object", "x-plugin-owned": true, "additionalProperties": true,
@@ -366,7 +385,8 @@ const std::vector<Field>& fields() {
       typed("training.log_every", &I::training, &TR::log_every, R"J({"type": "integer", "minimum": 1})J",
             "Steps between log lines (console, metrics.json)."),
       typed("training.deterministic", &I::training, &TR::deterministic, R"J({"type": "boolean"})J",
-            "Bit-reproducible kernels."),
+            "Fixed reduction order: an N-process run is bit-identical to one process with gradient_accumulation "
+            "x N (each micro-batch's gradient summed in global order; one extra gradient buffer)."),
       typed("training.max_consecutive_nonfinite", &I::training, &TR::max_consecutive_nonfinite,
             R"J({"type": "integer", "minimum": 1})J", "That many skipped non-finite steps in a row stop the run."),
 

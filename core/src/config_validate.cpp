@@ -557,10 +557,22 @@ const std::vector<Unsupported>& unsupported_table() {
            return "'" + std::string(v.GetString()) + "' needs the CUDA backend, which is not implemented yet; use cpu";
          return std::nullopt;
        }},
-      {"hardware.devices",
+      {"distributed.backend",
+       [](const JsonValue& v) -> std::optional<std::string> {
+         if (v.IsString() && fold(v.GetString()) == "nccl")
+           return "'nccl' needs the CUDA backend, which is not implemented yet; use mpi (or auto)";
+         return std::nullopt;
+       }},
+      {"distributed.zero_stage",
+       [](const JsonValue& v) -> std::optional<std::string> {
+         if (v.IsInt64() && v.GetInt64() == 1)
+           return std::string("1 (sharded optimizer state) is not implemented yet; use 0");
+         return std::nullopt;
+       }},
+      {"distributed.expert_parallel",
        [](const JsonValue& v) -> std::optional<std::string> {
          if (v.IsInt64() && v.GetInt64() > 1)
-           return n2s(v.GetInt64()) + " devices need multi-device training, which is not implemented yet; use 1";
+           return n2s(v.GetInt64()) + " (experts split over ranks) is not implemented yet; use 1";
          return std::nullopt;
        }},
       {"hardware.mixed_precision",

@@ -10,10 +10,13 @@
 //     metrics.json, `model_card` renders model_card.md from the TEARDOWN summary.
 #include <zcode/core/engine.h>
 
+#include <zcode/core/dist/gradient_reducer.h>
+#include <zcode/core/dist/launch.h>
 #include <zcode/core/log.h>
 #include <zcode/core/run_dir.h>
 #include <zcode/sdk/json.h>
 
+#include "dist/step_exchange.h"
 #include "engine_impl.h"
 #include "resume.h"
 #include "step_metrics.h"
@@ -110,6 +113,14 @@ struct Engine::Impl::Loop {
   core::StepSink sink;
   core::Trace trace;
   double ema_step_ms = 0;
+  // Multi-process (zcode/core/dist/): this rank's place, the gradient sum
+  // over ranks (also a one-process deterministic run's fold), the metrics
+  // exchange, and the accumulator's options for both forward/backward kinds.
+  dist::Communicator& comm;
+  const int ranks, rank;
+  std::unique_ptr<dist::GradientReducer> reducer;
+  dist::StepExchange exchange;
+  core::GradientAccumulator::RunOptions train_opts, hessian_opts;
 
   Loop(Impl& impl, int profile)
       : e(impl),
@@ -122,25 +133,44 @@ struct Engine::Impl::Loop {
         dt(impl.train_data.component()->as<zc_dataloader_table>()),
         hessian_seed(impl.host->raw()->derive_seed(impl.host->raw()->host_ctx, "engine/hessian_labels")),
         trace(impl.cfg.profiling(), profile,
-              {tc.gradient_accumulation, impl.cfg.data().batch_size, impl.cfg.model().max_seq_len}) {
+              {tc.gradient_accumulation, impl.cfg.data().batch_size, impl.cfg.model().max_seq_len}),
+        comm(impl.communicator()),
+        ranks(comm.size()),
+        rank(comm.rank()) {
     check_plugin_call(*e.model.component(), "params", mt->params(e.model.get(), &params));
     check_plugin_call(*e.optimizer.component(), "hessian_interval",
                       ot->hessian_interval(e.optimizer.get(), &hessian_interval));
+    if (ranks > 1 || tc.deterministic)
+      reducer = std::make_unique<dist::GradientReducer>(comm, params, e.cfg.distributed().bucket_mb, tc.deterministic);
+    train_opts.zero_grad_each = hessian_opts.zero_grad_each = tc.deterministic;
+    train_opts.after_each = [this](size_t) {
+      if (ranks > 1) exchange.end_micro();
+      if (reducer->deterministic()) reducer->add_micro();
+    };
+    hessian_opts.after_each = [this](size_t) {
+      if (reducer->deterministic()) reducer->add_micro();
+    };
   }
   bool profiling() const { return profile_steps > 0; }
+  bool multi() const { return ranks > 1; }
 
   // What one optimizer step did.
   struct Step {
     double loss = 0, grad_norm = 0, lr = 0, data_wait_ms = 0, step_ms = 0;
+    double comm_ms = 0;  // in collectives (all of it exposed: nothing overlaps yet)
     int64_t tokens = 0;
     core::NonfiniteGuard::Action action = core::NonfiniteGuard::Action::kApply;
   };
 
   // The step's micro-batches into `acc` (the loader's memory is reused);
-  // false when a stop request interrupted the wait.
+  // false when a stop request interrupted the wait. With N ranks the global
+  // step is gradient_accumulation × N micro-batches of the one train stream:
+  // every rank reads all of them and keeps micro-batch j when j mod N is its
+  // rank (so the loaders' state stays the one-process state, and a resume on
+  // another number of ranks continues the same stream).
   bool load_batches(Step& s) {
     acc.clear();
-    for (int64_t m = 0; m < tc.gradient_accumulation; ++m) {
+    for (int64_t m = 0; m < tc.gradient_accumulation * ranks; ++m) {
       zc_batch b{};
       b.struct_size = sizeof(zc_batch);
       int32_t has = 0;
@@ -151,6 +181,10 @@ struct Engine::Impl::Loop {
         // already be consumed, so a checkpoint now could not resume exactly.
         // The newest checkpoint stays the resume point.
         status_release(ds);
+        if (multi())  // the other ranks are past their wait: end the job together
+          throw RunFailure("stopped on request while waiting for data at step " + std::to_string(e.step) +
+                               "; no new checkpoint (resume with --resume-from latest from the newest one)",
+                           kExitInterrupted);
         log::warn("Stopped on request while waiting for data at step " + std::to_string(e.step) +
                   "; no new checkpoint (resume with --resume-from latest from the newest one)");
         return false;
@@ -159,33 +193,69 @@ struct Engine::Impl::Loop {
       s.data_wait_ms += ms_since(t0);
       trace.span("data_wait", t0);
       if (!has) throw RunFailure("data: the train split ended (a train loader must cycle epochs)", kExitRuntimeError);
-      acc.add(b);
+      if (m % ranks == rank) acc.add(b);
     }
     return true;
   }
 
   // Sophia: Hessian estimate from labels sampled from the model (Algorithm 3).
-  void update_hessian(uint64_t update) {
+  void update_hessian(uint64_t update, int64_t step_tokens) {
     if (!core::hessian_due(update, hessian_interval)) return;
     const auto t0 = Clock::now();
     double ignored = 0;
-    check_plugin_call(
-        *e.model.component(), "forward_backward (sampled labels)",
-        acc.run(mt, e.model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
-    check_plugin_call(*e.optimizer.component(), "update_hessian",
-                      ot->update_hessian(e.optimizer.get(), acc.target_tokens()));
+    if (!reducer) {
+      check_plugin_call(
+          *e.model.component(), "forward_backward (sampled labels)",
+          acc.run(mt, e.model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
+    } else {
+      hessian_opts.step_target_tokens = step_tokens;
+      if (reducer->deterministic()) reducer->begin();
+      check_plugin_call(*e.model.component(), "forward_backward (sampled labels)",
+                        acc.run(mt, e.model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED,
+                                hessian_seed ^ update, hessian_opts));
+      sum_gradients();
+    }
+    check_plugin_call(*e.optimizer.component(), "update_hessian", ot->update_hessian(e.optimizer.get(), step_tokens));
     trace.span("hessian", t0);
+  }
+
+  // The gradients of this rank's micro-batches become the global step's.
+  void sum_gradients() {
+    if (reducer->deterministic()) reducer->finish();
+    else reducer->allreduce();
   }
 
   // Forward/backward over the micro-batches (loss / step tokens), clip, the
   // non-finite guard, lr, update; advances e.step.
   void forward_backward_update(Step& s) {
     const uint64_t update = e.step + 1;
-    update_hessian(update);
+    // The loss normaliser: the target tokens of the whole global step.
+    const int64_t step_tokens = multi() ? comm.sum(acc.target_tokens()) : acc.target_tokens();
+    update_hessian(update, step_tokens);
     sink.reset();
     auto t0 = Clock::now();
-    check_plugin_call(*e.model.component(), "forward_backward",
-                      acc.run(mt, e.model.get(), tc.loss_scale, &sink.sink, &s.loss));
+    if (!reducer) {
+      check_plugin_call(*e.model.component(), "forward_backward",
+                        acc.run(mt, e.model.get(), tc.loss_scale, &sink.sink, &s.loss));
+    } else {
+      train_opts.step_target_tokens = step_tokens;
+      if (multi()) exchange.begin();
+      if (reducer->deterministic()) reducer->begin();
+      double local_loss = 0;
+      check_plugin_call(*e.model.component(), "forward_backward",
+                        acc.run(mt, e.model.get(), tc.loss_scale, multi() ? exchange.sink() : &sink.sink, &local_loss,
+                                ZC_LABELS_TARGETS, 0, train_opts));
+      sum_gradients();
+      s.loss = local_loss;
+      if (multi()) {
+        // Every rank's metrics in global micro-batch order: the loss and the
+        // model's metrics are those of one process with accumulation × N.
+        const auto x = exchange.exchange(comm, acc.size(), s.data_wait_ms, ms_since(t0), sink);
+        s.loss = x.loss;
+        s.data_wait_ms = x.max_data_wait_ms;  // the slowest rank's
+      }
+      s.comm_ms = reducer->take_comm_ms();
+    }
     trace.span("forward_backward", t0);
     t0 = Clock::now();
     s.grad_norm = core::clip_grad_norm(params, tc.clip_grad_norm);
@@ -199,7 +269,7 @@ struct Engine::Impl::Loop {
     }
     e.step = update;
     trace.sample_memory();
-    s.tokens = acc.target_tokens();
+    s.tokens = step_tokens;
     e.tokens_seen += static_cast<uint64_t>(s.tokens);
   }
 
@@ -214,6 +284,7 @@ struct Engine::Impl::Loop {
     w.key("data_wait_fraction").number(s.step_ms > 0 ? s.data_wait_ms / s.step_ms : 0, 17);
     w.key("eta_s").number((max_steps - e.step) * ema_step_ms / 1000.0, 17);
     w.key("skipped").number(s.action == core::NonfiniteGuard::Action::kApply ? 0 : 1, 17);
+    if (multi()) w.key("comm_ms").number(s.comm_ms, 17);
     // The model's metrics follow, except those the engine already wrote:
     // each key once (the model's own "tokens" is the same target-token
     // count, summed over micro-batches; the engine's is what tokens_per_s uses).
@@ -248,14 +319,33 @@ struct Engine::Impl::Loop {
   }
 };
 
+// One decision for every rank: rank 0's callback flags (the only rank with
+// callbacks) and whether any rank was asked to stop (a signal may reach some
+// ranks only). One allreduce; a one-process run decides alone.
+struct Agreement {
+  uint32_t flags;
+  bool stop;
+};
+static Agreement agree(dist::Communicator& comm, uint32_t flags, bool stop) {
+  if (comm.size() == 1) return {flags, stop};
+  int64_t v[2] = {static_cast<int64_t>(flags), stop ? 1 : 0};
+  comm.allreduce(v, 2, dist::DType::kI64, dist::ReduceOp::kMax);
+  return {static_cast<uint32_t>(v[0]), v[1] != 0};
+}
+
 int Engine::Impl::train(int profile_steps) {
   Loop loop(*this, profile_steps);
+  dist::Communicator& c = communicator();
   // training.eval_at_start: the untrained model's val metrics as step 0 (a
-  // fresh run only; a resumed run already has them in its history).
-  if (!loop.profiling() && !resumed && step == 0 && cfg.training().eval_at_start && !stop_requested() &&
-      (evaluate_and_emit(false) & ZC_CALLBACK_REQUEST_STOP)) {
-    log::info("A callback asked to stop training at step 0");
-    return kExitOk;
+  // fresh run only; a resumed run already has them in its history). Rank 0
+  // evaluates; the others wait for its decision.
+  if (!loop.profiling() && !resumed && step == 0 && cfg.training().eval_at_start) {
+    const bool stop = stop_requested();
+    const uint32_t f = leader() && !stop ? evaluate_and_emit(false) : 0;
+    if (agree(c, f, false).flags & ZC_CALLBACK_REQUEST_STOP) {
+      log::info("A callback asked to stop training at step 0");
+      return kExitOk;
+    }
   }
   bool stop_requested_by_callback = false, interrupted = false;
   while (step < loop.max_steps) {
@@ -265,19 +355,25 @@ int Engine::Impl::train(int profile_steps) {
     if (!loop.load_batches(s)) return kExitInterrupted;
     loop.forward_backward_update(s);
     if (s.action == core::NonfiniteGuard::Action::kStop) {
-      if (!loop.profiling()) save_checkpoint();
+      // Every rank decides this from the same (global) loss and norm.
+      if (!loop.profiling()) save_checkpoint_all();
       throw RunFailure(guard->message(), kExitRuntimeError);
     }
     s.step_ms = ms_since(t_step);
     loop.ema_step_ms = loop.ema_step_ms == 0 ? s.step_ms : 0.9 * loop.ema_step_ms + 0.1 * s.step_ms;
     const std::string ev = loop.step_end_json(s);
     if (loop.log_due()) last_train_json = ev;
-    const uint32_t flags = emit(ZC_EVENT_STEP_END, ev);
+    uint32_t flags = emit(ZC_EVENT_STEP_END, ev);  // callbacks live on rank 0 only
+    if (loop.profiling()) {
+      if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
+      continue;
+    }
+    if (loop.eval_due() && leader()) flags |= evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP;
+    const Agreement a = agree(c, flags, stop_requested());
+    flags = a.flags;
     if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
-    if (loop.profiling()) continue;
-    if (loop.eval_due() && (evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP)) stop_requested_by_callback = true;
-    if (loop.save_due(flags, stop_requested() || stop_requested_by_callback)) save_checkpoint();
-    if (stop_requested()) {
+    if (loop.save_due(flags, a.stop || stop_requested_by_callback)) save_checkpoint_all();
+    if (a.stop) {
       interrupted = true;
       break;
     }
@@ -291,6 +387,7 @@ int Engine::Impl::train(int profile_steps) {
     if (loop.profiling()) return kExitOk;
   }
   if (!interrupted) return kExitOk;
+  request_stop();  // a rank the signal did not reach stops as the others do
   log::warn("Stopped on request at step " + std::to_string(step) + "/" + std::to_string(loop.max_steps) +
             "; resume with --resume-from latest");
   return kExitInterrupted;
@@ -330,86 +427,144 @@ int engine_detail::report(const char* what) {
   }
 }
 
+// Runs one part of a multi-process run's start on every rank, then agrees:
+// when any rank failed, every rank stops (the failed one with its own
+// error, the others naming it), so no rank waits in a collective for a rank
+// that gave up. A one-process run just runs `body`.
+template <class F>
+static void start_phase(dist::Communicator& comm, F&& body) {
+  if (comm.size() == 1) {
+    body();
+    return;
+  }
+  std::exception_ptr err;
+  try {
+    body();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  int64_t v[2] = {err ? 1 : 0, err ? comm.rank() : -1};
+  comm.allreduce(v, 2, dist::DType::kI64, dist::ReduceOp::kMax);
+  if (err) std::rethrow_exception(err);
+  if (v[0])
+    throw RunFailure("rank " + std::to_string(v[1]) +
+                         " failed while starting the run (its log says why: rank 0's "
+                         "console, or the run folder's logs/rank_" +
+                         std::to_string(v[1]) + ".log)",
+                     kExitRuntimeError);
+}
+
 int Engine::run() {
   Impl& m = *impl_;
   SignalScope signals(m.opts.install_signal_handlers);
   clear_stop_request();
-  bool torn_down = false;
+  bool torn_down = false, training = false;
   try {
-    m.preflight(true);  // before the run folder exists: a config that cannot run leaves nothing behind
+    m.comm = &dist::world();                                     // a plain process: the one-rank communicator, no MPI
+    if (!m.leader()) log::set_console_level(log::Level::Error);  // rank 0 prints; the others log to a file
+    dist::Communicator& comm = *m.comm;
+    start_phase(comm, [&] {
+      m.make_registry();
+      if (!m.leader()) log::set_console_level(log::Level::Error);  // (make_registry applied the config's level)
+      m.check_devices();
+    });
+    m.check_same_run();
     const bool resume = !m.opts.resume_from.empty();
-    m.open_run_dir(resume, m.opts.overwrite);  // config.yaml is written below, once the resume is checked
-    ckpt::SetAsideCleanup set_aside;
-    for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints", &set_aside))
-      log::warn("Removed " + p.string() + ": a checkpoint left half-written by a process that was killed");
-    for (const auto& [from, to] : set_aside.restored)
-      log::warn("Restored " + to.string() + " from " + from.string() +
-                ": a process was killed while saving that step again");
-    for (const auto& p : set_aside.removed)
-      log::warn("Removed " + p.string() +
-                ": the replaced copy of a checkpoint saved again by a process that was killed");
-    // Verify the checkpoint completely before any stage exists.
     std::optional<ckpt::LoadedCheckpoint> ck;
-    if (resume) {
-      fs::path dir = ckpt::resolve(m.opts.resume_from, m.run_dir);
-      ck = ckpt::load_checkpoint(dir);
-      const auto max_steps = static_cast<uint64_t>(m.cfg.training().max_steps);
-      if (ck->step > max_steps)
-        throw RunFailure("--resume-from " + dir.string() + ": the checkpoint is at step " + std::to_string(ck->step) +
-                             ", past training.max_steps = " + std::to_string(max_steps) +
-                             " (raise training.max_steps, or resume from an earlier checkpoint)",
-                         kExitUsageError);
-      if (const auto stored = ckpt::read_state(*ck).config) {
-        // Architecture/tokenizer changes are errors, anything else a warning per field.
-        const core::ConfigDiff diff = core::diff_resume_config(*stored, m.config_json, m.registry.get());
-        for (const std::string& line : diff.changed) log::warn("resume: config differs: " + line);
-        if (!diff.fatal.empty()) throw RunFailure(diff.fatal_message(), kExitUsageError);
+    start_phase(comm, [&] {
+      m.preflight(true);  // before the run folder exists: a config that cannot run leaves nothing behind
+      if (m.leader()) {
+        m.open_run_dir(resume, m.opts.overwrite);  // config.yaml is written below, once the resume is checked
+        ckpt::SetAsideCleanup set_aside;
+        for (const auto& p : ckpt::remove_stale_temp_folders(m.run_dir / "checkpoints", &set_aside))
+          log::warn("Removed " + p.string() + ": a checkpoint left half-written by a process that was killed");
+        for (const auto& [from, to] : set_aside.restored)
+          log::warn("Restored " + to.string() + " from " + from.string() +
+                    ": a process was killed while saving that step again");
+        for (const auto& p : set_aside.removed)
+          log::warn("Removed " + p.string() +
+                    ": the replaced copy of a checkpoint saved again by a process that was killed");
+      } else {
+        m.run_dir = fs::path(m.cfg.logging().output_dir) / m.cfg.experiment_name();
       }
-    }
-    m.write_run_config();
-    m.guard = std::make_unique<core::NonfiniteGuard>(
-        static_cast<int>(m.cfg.training().max_consecutive_nonfinite),
-        [](zc_log_level l, const std::string& line) { log::write(static_cast<log::Level>(l), {}, line); });
-    m.create_core_stages(true);
-    m.create_callbacks();
-    auto [total, active] = m.num_params();
-    {
-      // Variant and experts are the model plugin's options: its info_json says
-      // what it resolved (core keeps no copy of them).
-      rapidjson::Document mi;
-      mi.Parse(m.model_info().c_str());
-      auto info = [&](const char* k) -> std::string {
-        if (!mi.IsObject() || !mi.HasMember(k)) return "?";
-        const rapidjson::Value& v = mi[k];
-        return v.IsString() ? v.GetString() : v.IsInt64() ? std::to_string(v.GetInt64()) : "?";
-      };
-      log::info("Initializing " + m.cfg.model().type + " (" + info("variant") + ") with " + info("moe_experts") +
-                " experts, top_k=" + info("moe_top_k") + ": " + std::to_string(total) + " parameters, " +
-                std::to_string(active) + " active per token");
-    }
-    {
-      rapidjson::Document ti;
-      ti.Parse(m.tokenizer_info().c_str());
-      std::string name =
-          ti.HasMember("name") && ti["name"].IsString() ? ti["name"].GetString() : m.cfg.data().tokenizer;
-      uint64_t v = ti.HasMember("vocab_size") && ti["vocab_size"].IsUint64() ? ti["vocab_size"].GetUint64() : 0;
-      log::info("Tokenizer: " + name + " (vocab size " + std::to_string(v) + ")");
-    }
-    log::info("Training on 1 device(s) (CPU, " + std::to_string(m.host->num_threads()) + " threads)");
-    if (ck) {
-      m.restore(*ck, false);
-      log::info("Resumed from " + ck->dir.string() + " at step " + std::to_string(m.step));
-    }
-    m.emit(ZC_EVENT_SETUP, sdk::json::Writer()
-                               .begin_object()
-                               .key("run_dir")
-                               .string(m.run_dir.string())
-                               .key("resumed_step")
-                               .integer(m.step)
-                               .end_object()
-                               .str());
+    });
+    if (!m.leader()) log::open_file(m.run_dir / "logs" / ("rank_" + std::to_string(m.rank()) + ".log"));
+    start_phase(comm, [&] {
+      // Verify the checkpoint completely before any stage exists.
+      if (resume) {
+        fs::path dir = ckpt::resolve(m.opts.resume_from, m.run_dir);
+        ck = ckpt::load_checkpoint(dir);
+        const auto max_steps = static_cast<uint64_t>(m.cfg.training().max_steps);
+        if (ck->step > max_steps)
+          throw RunFailure("--resume-from " + dir.string() + ": the checkpoint is at step " + std::to_string(ck->step) +
+                               ", past training.max_steps = " + std::to_string(max_steps) +
+                               " (raise training.max_steps, or resume from an earlier checkpoint)",
+                           kExitUsageError);
+        if (const auto stored = ckpt::read_state(*ck).config) {
+          // Architecture/tokenizer changes are errors, anything else a warning per field.
+          const core::ConfigDiff diff = core::diff_resume_config(*stored, m.config_json, m.registry.get());
+          for (const std::string& line : diff.changed) log::warn("resume: config differs: " + line);
+          if (!diff.fatal.empty()) throw RunFailure(diff.fatal_message(), kExitUsageError);
+        }
+      }
+      if (m.leader()) m.write_run_config();
+      m.guard = std::make_unique<core::NonfiniteGuard>(
+          static_cast<int>(m.cfg.training().max_consecutive_nonfinite),
+          [](zc_log_level l, const std::string& line) { log::write(static_cast<log::Level>(l), {}, line); });
+      m.create_core_stages(true);
+      if (m.leader()) m.create_callbacks();  // the callbacks write the run folder: rank 0 only
+      auto [total, active] = m.num_params();
+      {
+        // Variant and experts are the model plugin's options: its info_json says
+        // what it resolved (core keeps no copy of them).
+        rapidjson::Document mi;
+        mi.Parse(m.model_info().c_str());
+        auto info = [&](const char* k) -> std::string {
+          if (!mi.IsObject() || !mi.HasMember(k)) return "?";
+          const rapidjson::Value& v = mi[k];
+          return v.IsString() ? v.GetString() : v.IsInt64() ? std::to_string(v.GetInt64()) : "?";
+        };
+        log::info("Initializing " + m.cfg.model().type + " (" + info("variant") + ") with " + info("moe_experts") +
+                  " experts, top_k=" + info("moe_top_k") + ": " + std::to_string(total) + " parameters, " +
+                  std::to_string(active) + " active per token");
+      }
+      {
+        rapidjson::Document ti;
+        ti.Parse(m.tokenizer_info().c_str());
+        std::string name =
+            ti.HasMember("name") && ti["name"].IsString() ? ti["name"].GetString() : m.cfg.data().tokenizer;
+        uint64_t v = ti.HasMember("vocab_size") && ti["vocab_size"].IsUint64() ? ti["vocab_size"].GetUint64() : 0;
+        log::info("Tokenizer: " + name + " (vocab size " + std::to_string(v) + ")");
+      }
+      if (m.world_size() == 1) {
+        log::info("Training on 1 device(s) (CPU, " + std::to_string(m.host->num_threads()) + " threads)");
+      } else {
+        const auto& d = m.cfg.data();
+        const int64_t acc = m.cfg.training().gradient_accumulation, n = m.world_size();
+        log::info("Training on " + std::to_string(n) + " processes (" + comm.describe() + ", CPU, " +
+                  std::to_string(m.host->num_threads()) + " threads each), data parallel" +
+                  (m.cfg.training().deterministic ? ", deterministic reduction order" : "") +
+                  ": global batch = batch_size " + std::to_string(d.batch_size) + " x gradient_accumulation " +
+                  std::to_string(acc) + " x " + std::to_string(n) +
+                  " ranks = " + std::to_string(d.batch_size * acc * n) + " sequences per step");
+      }
+      if (ck) {
+        m.restore(*ck, false);
+        log::info("Resumed from " + ck->dir.string() + " at step " + std::to_string(m.step));
+      }
+      m.emit(ZC_EVENT_SETUP, sdk::json::Writer()
+                                 .begin_object()
+                                 .key("run_dir")
+                                 .string(m.run_dir.string())
+                                 .key("resumed_step")
+                                 .integer(m.step)
+                                 .end_object()
+                                 .str());
+    });
+    training = true;  // from here a failure may strike one rank only
     int rc = m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) ? kExitOk : m.train(0);
-    if (m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) && rc == kExitOk && m.last_val_json == "{}") {
+    if (m.leader() && m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) && rc == kExitOk &&
+        m.last_val_json == "{}") {
       // A run resumed from its final checkpoint: evaluate so the summary has numbers.
       m.last_val_json = metrics_json(m.run_evaluation(m.cfg.evaluation().split));
     }
@@ -435,6 +590,14 @@ int Engine::run() {
     return rc;
   } catch (...) {
     int rc = report("run");
+    if (training && m.world_size() > 1) {
+      // The other ranks may be waiting in a collective for this one: end
+      // the whole job (MPI_Abort) rather than leave them hanging.
+      log::error("rank " + std::to_string(m.rank()) + " failed at step " + std::to_string(m.step) +
+                 "; ending every rank of the job");
+      log::close_file();
+      m.comm->abort(rc);
+    }
     if (!torn_down && !m.callbacks.empty()) {
       try {
         m.emit(ZC_EVENT_TEARDOWN, "{\"failed\":true}");
@@ -442,7 +605,7 @@ int Engine::run() {
       }
     }
     // A start that failed before its first step must not block the retry.
-    if (m.run_dir_opened && m.step == 0 && rundir::discard_failed_start(m.run_dir))
+    if (m.leader() && m.run_dir_opened && m.step == 0 && rundir::discard_failed_start(m.run_dir))
       log::info("No step was trained: " + m.run_dir.string() +
                 " keeps only config.yaml and logs/, and the next run of this config reuses it");
     log::close_file();
@@ -457,6 +620,7 @@ int Engine::profile(int steps) {
   SignalScope signals(m.opts.install_signal_handlers);
   clear_stop_request();
   try {
+    dist::require_one_process("profile");
     if (steps < 1)
       throw RunFailure("--steps: expected an integer >= 1, found " + std::to_string(steps), kExitUsageError);
     m.make_registry();

@@ -11,6 +11,7 @@
 
 #include <zcode/core/checkpoint.h>
 #include <zcode/core/config.h>
+#include <zcode/core/dist/communicator.h>
 #include <zcode/core/engine.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/registry.h>
@@ -60,6 +61,20 @@ struct Engine::Impl {
   std::unique_ptr<Registry> registry;
   std::unique_ptr<HostServices> host;
   std::unique_ptr<StageFactory> stages;  // over registry, host, config_json, run_dir
+  // The job's processes: dist::world() for `run` (set first thing), a
+  // one-process communicator otherwise (evaluate, generate, profile).
+  dist::Communicator* comm = nullptr;
+  std::unique_ptr<dist::Communicator> own_comm;
+  dist::Communicator& communicator() {
+    if (!comm) {
+      own_comm = dist::make_single_process();
+      comm = own_comm.get();
+    }
+    return *comm;
+  }
+  int rank() const { return comm ? comm->rank() : 0; }
+  int world_size() const { return comm ? comm->size() : 1; }
+  bool leader() const { return rank() == 0; }
 
   // Stages (declaration order = reverse destruction order: dependents last).
   StageInstance tokenizer, train_data, val_data, model, optimizer, scheduler;
@@ -86,6 +101,11 @@ struct Engine::Impl {
 
   // ---- setup (engine_setup.cpp) ----------------------------------------------
   void make_registry();
+  // hardware.devices against the launched world size (ConfigValidationError).
+  void check_devices();
+  // A multi-process run: every rank's config and build hash against rank
+  // 0's, refused on a mismatch (a collective: every rank calls it).
+  void check_same_run();
   void create_tokenizer();
   // The memory estimate (see Engine::preflight): logged, then checked
   // against what the machine has left, before any buffer exists.
@@ -116,6 +136,13 @@ struct Engine::Impl {
   std::vector<StageSlot> stage_slots() const;
   ckpt::EngineState engine_state() const;
   std::filesystem::path save_checkpoint();
+  // The checkpoint of every rank's step: the ranks hold the same weights,
+  // optimizer state and data position (data parallel, replicated), so rank 0
+  // writes the one checkpoint, as one process would, and the others wait.
+  void save_checkpoint_all() {
+    if (leader()) save_checkpoint();
+    if (world_size() > 1) communicator().barrier();
+  }
   // Loads every stage's state from a verified checkpoint. `only_model` for evaluate/generate.
   void restore(const ckpt::LoadedCheckpoint& ck, bool only_model);
   std::string summary_json(bool interrupted) const;

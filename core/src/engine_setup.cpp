@@ -1,5 +1,7 @@
 // The engine's setup: registry and host, stage creation, the memory check
 // of preflight, and what the stages report about themselves.
+#include <zcode/core/build_info.h>
+#include <zcode/core/dist/launch.h>
 #include <zcode/core/log.h>
 #include <zcode/core/preflight.h>
 
@@ -48,8 +50,9 @@ void Engine::Impl::make_registry() {
   if (!cfg.validated()) cfg.validate(registry.get());
   log::set_console_level(static_cast<log::Level>(cfg.logging().console_log_level));
   config_json = cfg.to_json();
-  int threads = static_cast<int>(cfg.hardware().num_threads);
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // 0: the node's cores shared among the ranks on it (an explicit value wins).
+  const int threads =
+      dist::threads_per_rank(cfg.hardware().num_threads, std::thread::hardware_concurrency(), communicator().launch());
   host = std::make_unique<HostServices>(cfg.seed(), threads, DLDevice{kDLCPU, 0});
   // run_dir is read at each create: the tokenizer of preflight gets "" (no
   // run folder yet), the stages after open_run_dir get the folder.
@@ -75,10 +78,14 @@ void Engine::Impl::check_memory(bool training) {
   std::snprintf(b, sizeof b, "%.1f MiB", avail ? static_cast<double>(*avail) / (1024.0 * 1024.0) : 0.0);
   log::info("Memory estimate: " + est.describe() + (avail ? std::string(" of ") + b + " available" : std::string()));
   for (const std::string& u : est.unknown) log::warn("Memory estimate unknown for " + u);
-  if (avail && est.known_total() > *avail)
+  // Every process on this node needs its own copy.
+  const int local = communicator().launch().local_size;
+  const std::string per_node =
+      local > 1 ? " per process, x " + std::to_string(local) + " processes on this node," : std::string();
+  if (avail && est.known_total() * static_cast<uint64_t>(local) > *avail)
     throw ConfigValidationError(
         cfg.origin(), {{"data.batch_size",
-                        "the run needs about " + est.describe() + ", more than the " + b +
+                        "the run needs about " + est.describe() + per_node + " more than the " + b +
                             " this machine has available (MemAvailable, cgroup limit); lower data.batch_size (raise "
                             "training.gradient_accumulation to keep the tokens per step) or model.max_seq_len, or "
                             "evaluation.batch_size when it is the larger"}});
@@ -178,6 +185,44 @@ std::string Engine::Impl::provenance() const {
   check_plugin_call(*train_data.component(), "provenance_json",
                     train_data.component()->as<zc_dataloader_table>()->provenance_json(train_data.get(), &j));
   return j && is_json(j) ? j : "[]";
+}
+
+void Engine::Impl::check_devices() {
+  const int64_t devices = cfg.hardware().devices, n = world_size();
+  if (devices != n) {
+    const dist::LaunchInfo& l = communicator().launch();
+    const std::string what = l.launched ? l.launcher + " started " + std::to_string(n) + " process(es)"
+                                        : std::string("this process was started alone (world size 1)");
+    throw ConfigValidationError(
+        cfg.origin(),
+        {{"hardware.devices", std::to_string(devices) + " processes, but " + what + ": launch with `mpirun -np " +
+                                  std::to_string(devices) + " zcode-host run ...` (or `srun -n " +
+                                  std::to_string(devices) + "`), or set hardware.devices to " + std::to_string(n)}});
+  }
+}
+
+void Engine::Impl::check_same_run() {
+  if (world_size() == 1) return;
+  // The same config and the same build on every rank: a rank that trains
+  // another model or computes differently would corrupt the sums silently.
+  std::string mine = ckpt::sha256_hex(config_json.data(), config_json.size());
+  mine += ' ';
+  mine += ZCODE_GIT_COMMIT;
+  mine += ' ';
+  try {
+    mine += ckpt::sha256_file("/proc/self/exe");
+  } catch (const std::exception&) {
+    mine += '?';
+  }
+  const std::vector<std::string> all = communicator().allgather_bytes(mine);
+  for (size_t q = 1; q < all.size(); ++q)
+    if (all[q] != all[0]) {
+      const bool config = all[q].compare(0, 64, all[0], 0, 64) != 0;
+      std::string m = "rank " + std::to_string(q) + " runs a different ";
+      m += config ? "config (hardware, data, model or training fields differ)" : "build (zcode-host binary or commit)";
+      m += " than rank 0: every rank must run the same zcode-host on the same config";
+      throw engine_detail::RunFailure(m, kExitUsageError);
+    }
 }
 
 }  // namespace zcode

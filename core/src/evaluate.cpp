@@ -1,5 +1,6 @@
 // Evaluation: every evaluator over a split, in the loop (EVAL_END) and as
 // `zcode-host evaluate` (Engine::evaluate).
+#include <zcode/core/dist/launch.h>
 #include <zcode/core/log.h>
 #include <zcode/sdk/json.h>
 
@@ -89,6 +90,7 @@ uint32_t Engine::Impl::evaluate_and_emit(bool count_best) {
 int Engine::evaluate(const std::string& checkpoint, const std::string& split, const std::string& out_json) {
   Impl& m = *impl_;
   try {
+    dist::require_one_process("evaluate");
     if (split != "val" && split != "train")
       throw RunFailure("--split: '" + split + "' is not one of val, train", kExitUsageError);
     m.make_registry();

@@ -2,6 +2,7 @@
 // verified checkpoint, then gen::generate over the model's KV cache.
 #include <zcode/core/checkpoint.h>
 #include <zcode/core/config.h>
+#include <zcode/core/dist/launch.h>
 #include <zcode/core/generate.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
@@ -81,6 +82,7 @@ void check_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
 
 int run_command(const Command& c, std::ostream& out) {
   try {
+    dist::require_one_process("generate");
     // 1. The config: the given file, or the one the checkpoint was trained with.
     HarnessConfig cfg;
     std::optional<ckpt::LoadedCheckpoint> ck;

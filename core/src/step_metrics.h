@@ -16,7 +16,7 @@ namespace zcode::core {
 inline bool engine_step_key(std::string_view name) {
   static constexpr std::string_view kKeys[] = {"loss",         "lr",           "grad_norm",    "tokens",
                                                "tokens_per_s", "step_time_ms", "data_wait_ms", "data_wait_fraction",
-                                               "eta_s",        "skipped"};
+                                               "eta_s",        "skipped",      "comm_ms"};
   for (std::string_view k : kKeys)
     if (k == name) return true;
   return false;

@@ -139,9 +139,19 @@ void GradientAccumulator::add(const zc_batch& b) {
 zc_status* GradientAccumulator::run(const zc_model_table* model, void* instance, double loss_scale,
                                     const zc_metrics_sink* sink, double* out_loss, uint32_t label_mode,
                                     uint64_t sample_seed) {
+  return run(model, instance, loss_scale, sink, out_loss, label_mode, sample_seed, RunOptions{});
+}
+
+zc_status* GradientAccumulator::run(const zc_model_table* model, void* instance, double loss_scale,
+                                    const zc_metrics_sink* sink, double* out_loss, uint32_t label_mode,
+                                    uint64_t sample_seed, const RunOptions& ro) {
   if (count_ == 0) throw std::invalid_argument("gradient accumulation: no micro-batch added");
-  if (tokens_ == 0)
+  const int64_t normalizer = ro.step_target_tokens > 0 ? ro.step_target_tokens : tokens_;
+  if (normalizer == 0)
     throw std::invalid_argument("gradient accumulation: the step's micro-batches have no target tokens (all -1)");
+  if (normalizer < tokens_)
+    throw std::invalid_argument("gradient accumulation: the global step's " + std::to_string(normalizer) +
+                                " target tokens are fewer than this process's " + std::to_string(tokens_));
   struct Tee {
     const zc_metrics_sink* next;
     double loss;
@@ -151,10 +161,13 @@ zc_status* GradientAccumulator::run(const zc_model_table* model, void* instance,
                          if (std::strcmp(name, "loss") == 0) t->loss += v;
                          if (t->next && t->next->put) t->next->put(t->next->ctx, name, v);
                        }};
-  if (zc_status* s = model->zero_grad(instance)) return s;
-  const zc_fb_options opt = make_fb_options(tokens_, loss_scale, label_mode, sample_seed);
-  for (size_t i = 0; i < count_; ++i)
+  const zc_fb_options opt = make_fb_options(normalizer, loss_scale, label_mode, sample_seed);
+  for (size_t i = 0; i < count_; ++i) {
+    if (i == 0 || ro.zero_grad_each)
+      if (zc_status* s = model->zero_grad(instance)) return s;
     if (zc_status* s = model->forward_backward(instance, &slots_[i].batch, &opt, &mine)) return s;
+    if (ro.after_each) ro.after_each(i);
+  }
   *out_loss = tee.loss;
   return nullptr;
 }

@@ -100,10 +100,22 @@ class SchemaProvider {
 /// `hardware:` section.
 struct HardwareConfig {
   std::string accelerator = "cpu";  ///< cpu | gpu (gpu: not implemented yet)
-  int64_t devices = 1;              ///< >= 1 (> 1: not implemented yet)
+  int64_t devices = 1;              ///< processes of the job, >= 1; must equal the launched world size
   bool mixed_precision = false;     ///< true: not implemented yet (CPU is fp32)
-  int64_t num_threads = 0;          ///< compute threads, 0 = all cores
+  int64_t num_threads = 0;          ///< compute threads per process, 0 = the node's cores / processes on it
   bool operator==(const HardwareConfig&) const = default;
+};
+
+/// `distributed:` section (host-owned): how the processes of a job started
+/// by mpirun or srun train together (zcode/core/dist/). Ignored by a
+/// one-process run.
+struct DistributedConfig {
+  std::string backend = "auto";  ///< auto | mpi | nccl (nccl: not implemented yet); auto = mpi on the CPU
+  int64_t zero_stage = 0;        ///< 0 | 1 (1: not implemented yet)
+  int64_t expert_parallel = 1;   ///< ranks one expert group spans, >= 1 (> 1: not implemented yet)
+  double bucket_mb = 25;         ///< gradient bucket size of the data-parallel reduction, MiB
+  int64_t timeout_s = 60;        ///< how long a rank waits for a lost peer before the job ends
+  bool operator==(const DistributedConfig&) const = default;
 };
 
 /// `model:` section (plugin-owned; the raw section goes to the model plugin).
@@ -318,6 +330,7 @@ class HarnessConfig {
   uint64_t seed() const;                                ///< default 42
   const std::vector<std::string>& plugin_path() const;  ///< default []
   const HardwareConfig& hardware() const;
+  const DistributedConfig& distributed() const;
   const ModelConfig& model() const;
   const DataConfig& data() const;
   const OptimizerConfig& optimizer() const;

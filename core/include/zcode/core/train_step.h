@@ -95,6 +95,25 @@ class GradientAccumulator {
   zc_status* run(const zc_model_table* model, void* instance, double loss_scale, const zc_metrics_sink* sink,
                  double* out_loss, uint32_t label_mode = ZC_LABELS_TARGETS, uint64_t sample_seed = 0);
 
+  /// How a multi-process step runs the micro-batches (zcode/core/dist/).
+  struct RunOptions {
+    /// The loss normaliser: the target tokens of the whole global step (all
+    /// ranks' micro-batches); 0 = target_tokens() (this process's).
+    int64_t step_target_tokens = 0;
+    /// zero_grad before every micro-batch (not only the first), so that the
+    /// model's gradient holds one micro-batch's after each forward_backward
+    /// (the deterministic data-parallel sum, GradientReducer::add_micro).
+    bool zero_grad_each = false;
+    /// Called with the micro-batch's index after each forward_backward
+    /// succeeded (may be empty).
+    std::function<void(size_t)> after_each;
+  };
+  /// run() with `ro`; the sum in *out_loss is this process's micro-batches'.
+  /// Throws std::invalid_argument as run() does, and when
+  /// ro.step_target_tokens is > 0 but below target_tokens().
+  zc_status* run(const zc_model_table* model, void* instance, double loss_scale, const zc_metrics_sink* sink,
+                 double* out_loss, uint32_t label_mode, uint64_t sample_seed, const RunOptions& ro);
+
   /// Forgets the added micro-batches (keeps the buffers).
   void clear() {
     count_ = 0;

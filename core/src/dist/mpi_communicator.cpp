@@ -1,0 +1,230 @@
+// mpi_communicator.cpp: the Communicator over Open MPI's MPI_COMM_WORLD.
+// MPI-3.1 calls only (MPI_Ireduce_scatter, MPI_Iallgatherv, MPI_Alltoallv);
+// Debian 12's Open MPI is 4.1.
+#include "mpi_communicator.h"
+
+// The C API only: Open MPI's mpi.h otherwise pulls in its deprecated C++
+// bindings, which live in libmpi_cxx (not linked).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+namespace zcode::dist {
+namespace {
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI64: return MPI_INT64_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return MPI_SUM;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+std::string error_string(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+int rank_or_minus_one() {
+  int init = 0, r = -1;
+  MPI_Initialized(&init);
+  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  throw CommError(std::string(call) + " failed on rank " + std::to_string(rank_or_minus_one()) + ": " +
+                  error_string(rc));
+}
+
+int as_int(size_t n, const char* what) {
+  if (n > static_cast<size_t>(INT_MAX))
+    throw CommError(std::string(what) + ": " + std::to_string(n) +
+                    " elements in one message, more than MPI's int count holds (use smaller buckets)");
+  return static_cast<int>(n);
+}
+
+class MpiRequest final : public Request {
+ public:
+  MpiRequest(MPI_Request r, const char* call, std::vector<int> a, std::vector<int> b)
+      : req_(r), call_(call), counts_(std::move(a)), displs_(std::move(b)) {}
+  ~MpiRequest() override {
+    if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  }
+  void wait() override {
+    if (req_ == MPI_REQUEST_NULL) return;
+    check(MPI_Wait(&req_, MPI_STATUS_IGNORE), call_);
+  }
+
+ private:
+  MPI_Request req_;
+  const char* call_;
+  // MPI reads the count arrays of a non-blocking call until it completes.
+  std::vector<int> counts_, displs_;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(const LaunchInfo& l) : launch_(l) {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+      int provided = 0;
+      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      if (rc != MPI_SUCCESS) throw CommError("MPI_Init_thread failed: " + error_string(rc));
+      owns_ = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int r = 0, n = 0;
+    check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");
+    check(MPI_Comm_size(MPI_COMM_WORLD, &n), "MPI_Comm_size");
+    if (r != l.rank || n != l.size)
+      throw CommError("MPI_COMM_WORLD is rank " + std::to_string(r) + " of " + std::to_string(n) + " but " +
+                      l.launcher + "'s environment says rank " + std::to_string(l.rank) + " of " +
+                      std::to_string(l.size));
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len);
+    library_.assign(version, static_cast<size_t>(len));
+    if (const size_t cut = library_.find(','); cut != std::string::npos) library_.resize(cut);
+  }
+  ~MpiCommunicator() override {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (owns_ && !fin) MPI_Finalize();
+  }
+
+  const LaunchInfo& launch() const override { return launch_; }
+  std::string describe() const override { return library_ + " (" + launch_.launcher + ")"; }
+
+  void allreduce(void* data, size_t n, DType t, ReduceOp op) override {
+    check(MPI_Allreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Allreduce"), mpi_type(t), mpi_op(op), MPI_COMM_WORLD),
+          "MPI_Allreduce");
+  }
+  void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
+                      ReduceOp op) override {
+    const std::vector<int> c = ints(counts, "MPI_Reduce_scatter");
+    check(MPI_Reduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), MPI_COMM_WORLD), "MPI_Reduce_scatter");
+  }
+  void allgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
+    const std::vector<int> c = ints(counts, "MPI_Allgatherv"), d = displs(c);
+    const void* in = in_place(mine, all, d, t) ? MPI_IN_PLACE : mine;
+    check(MPI_Allgatherv(in, c[static_cast<size_t>(rank())], mpi_type(t), all, c.data(), d.data(), mpi_type(t),
+                         MPI_COMM_WORLD),
+          "MPI_Allgatherv");
+  }
+  void alltoall_ranges(const void* send, void* recv, std::span<const size_t> counts, DType t) override {
+    const std::vector<int> sc = ints(counts, "MPI_Alltoallv"), sd = displs(sc);
+    const int mine = sc[static_cast<size_t>(rank())];
+    std::vector<int> rc(sc.size(), mine), rd(sc.size());
+    for (size_t q = 0; q < rd.size(); ++q) rd[q] = static_cast<int>(q) * mine;
+    check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t),
+                        MPI_COMM_WORLD),
+          "MPI_Alltoallv");
+  }
+  std::vector<std::string> allgather_bytes(const std::string& mine) override {
+    int64_t n = static_cast<int64_t>(mine.size());
+    std::vector<int64_t> sizes(static_cast<size_t>(size()));
+    check(MPI_Allgather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+    std::vector<int> c(sizes.size()), d(sizes.size());
+    size_t total = 0;
+    for (size_t q = 0; q < sizes.size(); ++q) {
+      c[q] = as_int(static_cast<size_t>(sizes[q]), "MPI_Allgatherv");
+      d[q] = as_int(total, "MPI_Allgatherv");
+      total += static_cast<size_t>(sizes[q]);
+    }
+    std::string all(total, '\0');
+    check(MPI_Allgatherv(mine.data(), c[static_cast<size_t>(rank())], MPI_CHAR, all.data(), c.data(), d.data(),
+                         MPI_CHAR, MPI_COMM_WORLD),
+          "MPI_Allgatherv");
+    std::vector<std::string> out(sizes.size());
+    for (size_t q = 0; q < sizes.size(); ++q) out[q] = all.substr(static_cast<size_t>(d[q]), static_cast<size_t>(c[q]));
+    return out;
+  }
+  void broadcast_bytes(std::string& bytes, int root) override {
+    int64_t n = static_cast<int64_t>(bytes.size());
+    check(MPI_Bcast(&n, 1, MPI_INT64_T, root, MPI_COMM_WORLD), "MPI_Bcast");
+    bytes.resize(static_cast<size_t>(n));
+    check(MPI_Bcast(bytes.data(), as_int(static_cast<size_t>(n), "MPI_Bcast"), MPI_CHAR, root, MPI_COMM_WORLD),
+          "MPI_Bcast");
+  }
+  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+  std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
+                                           ReduceOp op) override {
+    std::vector<int> c = ints(counts, "MPI_Ireduce_scatter");
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), MPI_COMM_WORLD, &r),
+          "MPI_Ireduce_scatter");
+    return std::make_unique<MpiRequest>(r, "MPI_Ireduce_scatter (wait)", std::move(c), std::vector<int>{});
+  }
+  std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts,
+                                       DType t) override {
+    std::vector<int> c = ints(counts, "MPI_Iallgatherv"), d = displs(c);
+    const void* in = in_place(mine, all, d, t) ? MPI_IN_PLACE : mine;
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallgatherv(in, c[static_cast<size_t>(rank())], mpi_type(t), all, c.data(), d.data(), mpi_type(t),
+                          MPI_COMM_WORLD, &r),
+          "MPI_Iallgatherv");
+    return std::make_unique<MpiRequest>(r, "MPI_Iallgatherv (wait)", std::move(c), std::move(d));
+  }
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; this only satisfies [[noreturn]]
+  }
+
+ private:
+  std::vector<int> ints(std::span<const size_t> counts, const char* call) const {
+    if (counts.size() != static_cast<size_t>(size()))
+      throw CommError(std::string(call) + ": " + std::to_string(counts.size()) + " counts for " +
+                      std::to_string(size()) + " ranks");
+    std::vector<int> c(counts.size());
+    for (size_t q = 0; q < c.size(); ++q) c[q] = as_int(counts[q], call);
+    return c;
+  }
+  static std::vector<int> displs(const std::vector<int>& c) {
+    std::vector<int> d(c.size());
+    long long at = 0;
+    for (size_t q = 0; q < c.size(); ++q) {
+      d[q] = static_cast<int>(at);
+      at += c[q];
+    }
+    if (at > INT_MAX) throw CommError("a collective of " + std::to_string(at) + " elements: more than MPI's int holds");
+    return d;
+  }
+  // `mine` is this rank's own range of `all`: MPI_IN_PLACE (MPI forbids
+  // aliased send and receive buffers otherwise).
+  bool in_place(const void* mine, const void* all, const std::vector<int>& d, DType t) const {
+    return static_cast<const char*>(mine) ==
+           static_cast<const char*>(all) + static_cast<size_t>(d[static_cast<size_t>(rank())]) * dtype_size(t);
+  }
+
+  LaunchInfo launch_;
+  bool owns_ = false;
+  std::string library_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(const LaunchInfo& launch) {
+  return std::make_unique<MpiCommunicator>(launch);
+}
+
+}  // namespace zcode::dist
