@@ -11,7 +11,8 @@
 # Environment:
 #   ZCODE_TEST_JOBS      parallel build jobs (default 2: CI has 2 cores)
 #   ZCODE_ASAN_LABELS    ctest -L regex for the asan run (default: every label
-#                        but the long ones: "unit|e2e"; the 60 s fuzz runs and
+#                        but the long ones: "unit|e2e|mpi_smoke"; the 60 s fuzz runs,
+#                        the 3-rank and end-to-end mpi runs and
 #                        the PyTorch reference comparisons already ran in the
 #                        release build and take the asan run over CI's 90 min)
 #   ZCODE_SKIP_ASAN=1    run the release preset only (local quick check)
@@ -22,7 +23,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 JOBS="${ZCODE_TEST_JOBS:-2}"
-ASAN_LABELS="${ZCODE_ASAN_LABELS:-unit|e2e}"
+ASAN_LABELS="${ZCODE_ASAN_LABELS:-unit|e2e|mpi_smoke}"
 status=0
 summary=()
 

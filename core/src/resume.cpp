@@ -68,10 +68,38 @@ bool is_non_architecture_model_field(std::string_view path) {
   return path == "model.eval_capacity_factor" || path == "model.blocking" || path.rfind("model.blocking.", 0) == 0;
 }
 
+// The fields of the process layout: a resume may change them without a
+// warning as long as the global batch stays (zcode/core/dist/: the
+// checkpoint is one logical checkpoint, whatever the number of ranks).
+bool is_layout_field(std::string_view path) {
+  return path == "hardware.devices" || path == "hardware.num_threads" || path == "training.gradient_accumulation" ||
+         path == "distributed" || path.rfind("distributed.", 0) == 0;
+}
+
+// data.batch_size x training.gradient_accumulation x hardware.devices of a
+// flattened resolved config (0 when a field is missing).
+int64_t global_batch(const std::map<std::string, std::string>& f) {
+  int64_t g = 1;
+  for (const char* k : {"data.batch_size", "training.gradient_accumulation", "hardware.devices"}) {
+    auto it = f.find(k);
+    if (it == f.end()) return 0;
+    try {
+      g *= std::stoll(it->second);
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return g;
+}
+
 }  // namespace
 
 std::string ConfigDiff::fatal_message() const {
-  std::string m = "resume: the architecture or tokenizer changed, which a checkpoint cannot follow: " + fatal[0];
+  const bool batch = fatal[0].find("global batch") != std::string::npos;
+  std::string m = std::string(batch ? "resume: the process layout changes the global batch, which a resume keeps: "
+                                    : "resume: the architecture or tokenizer changed, which a checkpoint cannot "
+                                      "follow: ") +
+                  fatal[0];
   if (fatal.size() > 1) m += " (and " + std::to_string(fatal.size() - 1) + " more)";
   return m;
 }
@@ -95,8 +123,27 @@ ConfigDiff diff_resume_config(const std::string& checkpoint_json, const std::str
   std::map<std::string, std::string> fa, fb;
   flatten(a, "", fa);
   flatten(b, "", fb);
+  const int64_t batch_was = global_batch(fa), batch_now = global_batch(fb);
+  auto value = [](const std::map<std::string, std::string>& f, const char* k) {
+    auto it = f.find(k);
+    return it == f.end() ? std::string("?") : it->second;
+  };
   auto report = [&](const std::string& path, const std::string& was, const std::string& now) {
     if (path == "overrides") return;
+    if (is_layout_field(path)) {
+      if (batch_was == batch_now) return;  // another layout of the same run
+      if (path != "training.gradient_accumulation" && path != "hardware.devices") return;
+      diff.fatal.push_back(path + ": checkpoint has " + was + ", config has " + now +
+                           ", which changes the global batch (data.batch_size x training.gradient_accumulation x "
+                           "hardware.devices) from " +
+                           std::to_string(batch_was) + " (" + value(fa, "data.batch_size") + " x " +
+                           value(fa, "training.gradient_accumulation") + " x " + value(fa, "hardware.devices") +
+                           ") to " + std::to_string(batch_now) + " (" + value(fb, "data.batch_size") + " x " +
+                           value(fb, "training.gradient_accumulation") + " x " + value(fb, "hardware.devices") +
+                           "); keep the product: with N processes set gradient_accumulation = " +
+                           std::to_string(batch_was) + " / (batch_size x N)");
+      return;
+    }
     if (HarnessConfig::is_path_field(path) && same_file_path(was, now)) return;
     const bool arch = (path.rfind("model.", 0) == 0 && !is_non_architecture_model_field(path)) ||
                       path.rfind("data.tokenizer", 0) == 0;

@@ -25,7 +25,6 @@ using Lines = std::vector<std::string>;
 TEST(GuideConfigs, Chapter1_4MinimalConfig) {
   EXPECT_EQ(guide_errors("ch1.4_minimal.yaml"),
             (Lines{"hardware.accelerator: 'gpu' needs the CUDA backend, which is not implemented yet; use cpu",
-                   "hardware.devices: 4 devices need multi-device training, which is not implemented yet; use 1",
                    "hardware.mixed_precision: true needs the CUDA backend (fp16/bf16 autocast), which is not "
                    "implemented yet; the CPU backend trains in fp32: set false",
                    "logging.mlflow: true needs the MLflow sink, which is not implemented yet; set false"}));

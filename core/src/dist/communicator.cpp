@@ -46,8 +46,7 @@ class SingleProcess final : public Communicator {
     reduce_scatter(send, recv, counts, t, op);
     return std::make_unique<Done>();
   }
-  std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts,
-                                       DType t) override {
+  std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     allgatherv(mine, all, counts, t);
     return std::make_unique<Done>();
   }

@@ -15,8 +15,7 @@ size_t numel(const DLTensor& t) {
 
 float* grad_data(const zc_param& p) {
   const DLTensor* g = p.grad;
-  if (!g || g->device.device_type != kDLCPU || g->dtype.code != kDLFloat || g->dtype.bits != 32 ||
-      g->dtype.lanes != 1)
+  if (!g || g->device.device_type != kDLCPU || g->dtype.code != kDLFloat || g->dtype.bits != 32 || g->dtype.lanes != 1)
     throw std::invalid_argument(std::string("gradient of '") + (p.name ? p.name : "?") +
                                 "' is not a float32 CPU tensor (the data-parallel reduction needs one)");
   if (g->strides) {

@@ -12,15 +12,12 @@ namespace {
 struct CommTimer {
   double& total;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  ~CommTimer() {
-    total += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  }
+  ~CommTimer() { total += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); }
 };
 
 }  // namespace
 
-GradientReducer::GradientReducer(Communicator& comm, const zc_param_list& params, double bucket_mb,
-                                 bool deterministic)
+GradientReducer::GradientReducer(Communicator& comm, const zc_param_list& params, double bucket_mb, bool deterministic)
     : comm_(comm), params_(params), layout_(params), deterministic_(deterministic), flat_(layout_.size(), 0.0f) {
   if (!(bucket_mb > 0)) throw std::invalid_argument("distributed.bucket_mb: expected a number > 0");
   const int n = comm_.size();

@@ -24,9 +24,9 @@ std::optional<int> int_var(const EnvReader& env, const char* name) {
 void check(const LaunchInfo& l, const char* size_var) {
   if (l.size < 1) throw std::invalid_argument(std::string("launcher environment: ") + size_var + " = 0 processes");
   if (l.rank >= l.size || l.local_rank >= l.local_size || l.local_size > l.size)
-    throw std::invalid_argument("launcher environment (" + l.launcher + "): rank " + std::to_string(l.rank) +
-                                " of " + std::to_string(l.size) + ", local rank " + std::to_string(l.local_rank) +
-                                " of " + std::to_string(l.local_size) + " is not a valid place in a job");
+    throw std::invalid_argument("launcher environment (" + l.launcher + "): rank " + std::to_string(l.rank) + " of " +
+                                std::to_string(l.size) + ", local rank " + std::to_string(l.local_rank) + " of " +
+                                std::to_string(l.local_size) + " is not a valid place in a job");
 }
 
 }  // namespace

@@ -4,9 +4,14 @@
 #include "mpi_communicator.h"
 
 // The C API only: Open MPI's mpi.h otherwise pulls in its deprecated C++
-// bindings, which live in libmpi_cxx (not linked).
+// bindings, which live in libmpi_cxx (not linked). The build defines these
+// too (MPI_CXX_SKIP_MPICXX); they stay here so the file says it of itself.
+#ifndef OMPI_SKIP_MPICXX
 #define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
 #define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <climits>
@@ -118,8 +123,7 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Allreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Allreduce"), mpi_type(t), mpi_op(op), MPI_COMM_WORLD),
           "MPI_Allreduce");
   }
-  void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
-                      ReduceOp op) override {
+  void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t, ReduceOp op) override {
     const std::vector<int> c = ints(counts, "MPI_Reduce_scatter");
     check(MPI_Reduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), MPI_COMM_WORLD), "MPI_Reduce_scatter");
   }
@@ -135,9 +139,9 @@ class MpiCommunicator final : public Communicator {
     const int mine = sc[static_cast<size_t>(rank())];
     std::vector<int> rc(sc.size(), mine), rd(sc.size());
     for (size_t q = 0; q < rd.size(); ++q) rd[q] = static_cast<int>(q) * mine;
-    check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t),
-                        MPI_COMM_WORLD),
-          "MPI_Alltoallv");
+    check(
+        MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), MPI_COMM_WORLD),
+        "MPI_Alltoallv");
   }
   std::vector<std::string> allgather_bytes(const std::string& mine) override {
     int64_t n = static_cast<int64_t>(mine.size());
@@ -175,8 +179,7 @@ class MpiCommunicator final : public Communicator {
           "MPI_Ireduce_scatter");
     return std::make_unique<MpiRequest>(r, "MPI_Ireduce_scatter (wait)", std::move(c), std::vector<int>{});
   }
-  std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts,
-                                       DType t) override {
+  std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     std::vector<int> c = ints(counts, "MPI_Iallgatherv"), d = displs(c);
     const void* in = in_place(mine, all, d, t) ? MPI_IN_PLACE : mine;
     MPI_Request r = MPI_REQUEST_NULL;

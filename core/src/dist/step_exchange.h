@@ -28,10 +28,13 @@ class StepExchange {
     open_micro();
   }
   /// Closes the current micro-batch's record and opens the next.
-  void end_micro() { close_micro(); open_micro(); }
+  void end_micro() {
+    close_micro();
+    open_micro();
+  }
 
   struct Result {
-    double loss = 0;          ///< Σ "loss" in global order
+    double loss = 0;  ///< Σ "loss" in global order
     double max_data_wait_ms = 0;
     double max_compute_ms = 0;
   };
@@ -47,7 +50,7 @@ class StepExchange {
   void open_micro();
   void close_micro();
 
-  std::string record_;     // per micro-batch: u32 count, then count × (u16 len, name, f64)
+  std::string record_;      // per micro-batch: u32 count, then count × (u16 len, name, f64)
   size_t micro_start_ = 0;  // offset of the open micro-batch's count
   uint32_t micro_count_ = 0;
   zc_metrics_sink sink_{this, &StepExchange::put_thunk};

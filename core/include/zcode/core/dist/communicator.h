@@ -71,8 +71,7 @@ class Communicator {
   /// send[Σ counts] reduced over ranks; this rank receives its range,
   /// recv[counts[rank()]], the ranges following each other in rank order.
   /// counts.size() == size(); each count <= INT32_MAX.
-  virtual void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
-                              ReduceOp op) = 0;
+  virtual void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t, ReduceOp op) = 0;
   /// Every rank's mine[counts[rank()]] concatenated in rank order into
   /// all[Σ counts]. `mine` may alias its own range of `all`.
   virtual void allgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) = 0;

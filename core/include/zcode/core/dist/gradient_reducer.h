@@ -61,13 +61,13 @@ class GradientReducer {
   const zc_param_list& params_;
   FlatLayout layout_;
   bool deterministic_;
-  std::vector<float> flat_;                  // the packed gradient [size()]
+  std::vector<float> flat_;                         // the packed gradient [size()]
   std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end), reverse flat order
   std::vector<std::vector<size_t>> bucket_counts_;  // per bucket: the ranks' shard sizes
-  std::vector<float> shard_;                 // fast: one bucket's shard; deterministic: the accumulator
-  std::vector<size_t> counts_;               // deterministic: the ranks' shards of the whole index
-  size_t shard_offset_ = 0;                  // deterministic: this rank's shard start
-  std::vector<float> recv_;                  // deterministic: N pieces of this rank's shard
+  std::vector<float> shard_;                        // fast: one bucket's shard; deterministic: the accumulator
+  std::vector<size_t> counts_;                      // deterministic: the ranks' shards of the whole index
+  size_t shard_offset_ = 0;                         // deterministic: this rank's shard start
+  std::vector<float> recv_;                         // deterministic: N pieces of this rank's shard
   double comm_ms_ = 0;
 };
 

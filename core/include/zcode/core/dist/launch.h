@@ -23,12 +23,12 @@ namespace zcode::dist {
 
 /// The process's place in the job.
 struct LaunchInfo {
-  bool launched = false;    ///< started by a launcher (mpirun, srun); false: plain process
-  std::string launcher;     ///< "mpirun", "srun" or "" (plain)
-  int rank = 0;             ///< in [0, size)
-  int size = 1;             ///< processes in the job (world size)
-  int local_rank = 0;       ///< on this node, in [0, local_size)
-  int local_size = 1;       ///< processes on this node
+  bool launched = false;  ///< started by a launcher (mpirun, srun); false: plain process
+  std::string launcher;   ///< "mpirun", "srun" or "" (plain)
+  int rank = 0;           ///< in [0, size)
+  int size = 1;           ///< processes in the job (world size)
+  int local_rank = 0;     ///< on this node, in [0, local_size)
+  int local_size = 1;     ///< processes on this node
   bool operator==(const LaunchInfo&) const = default;
 };
 

@@ -1,0 +1,385 @@
+// Data-parallel training end to end (label mpi): the real zcode-host started
+// by the real mpirun with 2 and 3 ranks, on a nano GLM-5.2 and a tiny corpus.
+// The independent computation each multi-rank run is held to is the same run
+// in one process with the same global batch (data.batch_size x
+// training.gradient_accumulation x hardware.devices):
+//   - deterministic reduction (training.deterministic): per-step losses and
+//     final weights bit-identical to one process, for AdamW, LAMB and
+//     Adafactor, and across a resume that changes the number of processes;
+//   - the fast (bucketed reduce-scatter) path: the same curve to rounding;
+//   - a resume that changes the global batch, a hardware.devices that does
+//     not match the launcher, ranks with different configs, and commands
+//     that are single-process are refused with a message that says so;
+//   - a rank killed mid-run ends the whole job, and the last checkpoint loads.
+// Every child has a deadline: a hang fails the test instead of CI.
+#include <zcode/core/checkpoint.h>
+
+#include <gtest/gtest.h>
+
+#include <rapidjson/document.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kHost = ZCODE_HOST_EXE;
+const fs::path kMpirun = ZCODE_MPIEXEC;
+const fs::path kSrc = ZCODE_SOURCE_DIR;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Child {
+  pid_t pid = -1;
+};
+
+// Starts `argv` (argv[0] is a path) with stdout+stderr into `log`, and the
+// variables mpirun needs as root.
+Child start(const std::vector<std::string>& argv, const fs::path& log) {
+  Child c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    setpgid(0, 0);  // its own group: a deadline kills mpirun and its ranks together
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    execv(a[0], a.data());
+    _exit(127);
+  }
+  return c;
+}
+
+// Exit code, 128 + signal, or -1 when `seconds` passed (the group is killed).
+int wait_for(Child c, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  int st = 0;
+  while (true) {
+    const pid_t r = waitpid(c.pid, &st, WNOHANG);
+    if (r == c.pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-c.pid, SIGKILL);
+      waitpid(c.pid, &st, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// `zcode-host args...` alone (ranks == 0) or under `mpirun -np ranks`.
+std::vector<std::string> command(int ranks, const std::vector<std::string>& args) {
+  std::vector<std::string> a;
+  if (ranks > 0) a = {kMpirun.string(), "--oversubscribe", "-np", std::to_string(ranks)};
+  a.push_back(kHost.string());
+  a.insert(a.end(), args.begin(), args.end());
+  return a;
+}
+
+std::string missing_prerequisites() {
+  if (!fs::exists(kHost)) return "zcode-host is not built";
+  if (!fs::exists(kMpirun)) return kMpirun.string() + " is missing (scripts/install-deps.sh installs openmpi-bin)";
+  if (!fs::exists(kSrc / "assets/hf/gpt2/vocab.json")) return "assets/hf/gpt2 is missing (run scripts/fetch-assets.sh)";
+  return "";
+}
+
+// What a layout changes: processes, micro-batches each, and the rest.
+struct Layout {
+  int ranks = 0;  // 0: a plain process (hardware.devices 1)
+  int accumulation = 1;
+  int devices() const { return ranks == 0 ? 1 : ranks; }
+};
+
+class DataParallel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = missing_prerequisites();
+    if (!why.empty()) GTEST_SKIP() << "data-parallel e2e needs: " << why;
+    dir_ = fs::temp_directory_path() / ("zcode_dp_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream tr(dir_ / "train.jsonl"), va(dir_ / "val.jsonl");
+    const char* words[] = {"alpha", "beta", "gamma", "delta", "sky", "river", "stone", "light", "the", "a"};
+    for (int i = 0; i < 90; ++i) {
+      std::string s;
+      for (int w = 0; w < 12 + i % 7; ++w) s += std::string(w ? " " : "") + words[(i * 7 + w * 3) % 10];
+      (i % 6 == 5 ? va : tr) << "{\"text\": \"" << s << ".\"}\n";
+    }
+  }
+  void TearDown() override {
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+  }
+
+  // A nano config for `layout`; `extra` is appended (YAML, top level), and
+  // `model_extra` goes into the model mapping (", key: value" items).
+  fs::path write_config(const std::string& name, const Layout& layout, int max_steps, bool deterministic,
+                        const std::string& optimizer = "AdamW", const std::string& model_extra = "") {
+    const fs::path p = dir_ / (name + ".yaml");
+    std::ofstream c(p);
+    c << "experiment_name: " << name << "\nseed: 11\n"
+      << "hardware: {accelerator: cpu, num_threads: 1, devices: " << layout.devices() << "}\n"
+      << "model: {type: GLM5pt2, variant: nano, d_model: 32, n_layers: 2, n_heads: 2, n_kv_heads: 1, head_dim: 16,\n"
+      << "        moe_experts: 4, moe_top_k: 2, moe_ffn_hidden: 32, ffn_hidden: 64, max_seq_len: 32" << model_extra
+      << "}\n"
+      << "data: {train_path: " << (dir_ / "train.jsonl").string() << ", val_path: " << (dir_ / "val.jsonl").string()
+      << ", tokenizer: " << (kSrc / "assets/hf/gpt2").string()
+      << ", batch_size: 2, num_workers: 0, cache_dir: " << (dir_ / "cache").string() << "}\n"
+      << "optimizer: {name: " << optimizer << ", lr: 0.003, weight_decay: 0.01}\n"
+      << "scheduler: {type: cosine_with_warmup, warmup_steps: 2}\n"
+      << "training: {max_steps: " << max_steps << ", gradient_accumulation: " << layout.accumulation
+      << ", clip_grad_norm: 1.0, eval_every: 4, save_every: 4, keep_last_n: 0, log_every: 1, deterministic: "
+      << (deterministic ? "true" : "false") << "}\n"
+      << "logging: {console_log_level: INFO, output_dir: " << (dir_ / "outputs").string() << "}\n"
+      << "evaluation: {plugins: [lm], split: val, batch_size: 2, max_batches: 4}\n";
+    return p;
+  }
+  fs::path run_dir(const std::string& name) const { return dir_ / "outputs" / name; }
+
+  // Runs `zcode-host run cfg [more]` in `layout`; the exit code (-1: hung).
+  int run(const Layout& layout, const fs::path& cfg, const std::string& log, std::vector<std::string> more = {},
+          int seconds = 300) {
+    std::vector<std::string> args = {"run", cfg.string()};
+    args.insert(args.end(), more.begin(), more.end());
+    return wait_for(start(command(layout.ranks, args), dir_ / log), seconds);
+  }
+  std::string log(const std::string& name) const { return slurp(dir_ / name); }
+
+  std::map<uint64_t, double> losses(const std::string& name) {
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseFullPrecisionFlag>(slurp(run_dir(name) / "metrics.json").c_str());
+    std::map<uint64_t, double> out;
+    if (!d.IsObject()) return out;
+    for (const auto& e : d["history"]["train"].GetArray()) out[e["step"].GetUint64()] = e["loss"].GetDouble();
+    return out;
+  }
+
+  std::map<uint64_t, double> val_losses(const std::string& name) {
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseFullPrecisionFlag>(slurp(run_dir(name) / "metrics.json").c_str());
+    std::map<uint64_t, double> out;
+    if (!d.IsObject()) return out;
+    for (const auto& e : d["history"]["val"].GetArray()) out[e["step"].GetUint64()] = e["loss"].GetDouble();
+    return out;
+  }
+
+  // Model and optimizer tensors of a checkpoint ("latest" of a run by default).
+  std::map<std::string, std::string> state(const std::string& name, const std::string& which = "latest") {
+    auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve(which, run_dir(name)));
+    std::map<std::string, std::string> w;
+    for (const auto& t : ck.model->tensors())
+      w["model/" + t.name] = std::string(reinterpret_cast<const char*>(t.data), t.nbytes);
+    for (const auto& t : ck.optimizer->tensors())
+      w["optimizer/" + t.name] = std::string(reinterpret_cast<const char*>(t.data), t.nbytes);
+    return w;
+  }
+
+  void expect_identical(const std::string& a, const std::string& b) {
+    const auto la = losses(a), lb = losses(b);
+    ASSERT_FALSE(la.empty());
+    EXPECT_EQ(la.size(), lb.size());
+    for (const auto& [step, loss] : la) {
+      ASSERT_TRUE(lb.count(step)) << b << " has no loss for step " << step;
+      EXPECT_EQ(loss, lb.at(step)) << "step " << step << ": " << a << " vs " << b;
+    }
+    const auto wa = state(a), wb = state(b);
+    ASSERT_EQ(wa.size(), wb.size());
+    for (const auto& [n, bytes] : wa) {
+      ASSERT_TRUE(wb.count(n)) << n;
+      EXPECT_TRUE(wb.at(n) == bytes) << "differs after training: " << n;
+    }
+  }
+
+  fs::path dir_;
+};
+
+// The smoke case: 2 ranks x 2 micro-batches == 1 process x 4, to the bit.
+TEST_F(DataParallel, TwoRanksDeterministicEqualOneProcess) {
+  ASSERT_EQ(run({0, 4}, write_config("one", {0, 4}, 8, true), "one.log"), 0) << log("one.log");
+  ASSERT_EQ(run({2, 2}, write_config("two", {2, 2}, 8, true), "two.log"), 0) << log("two.log");
+  expect_identical("one", "two");
+  const std::string l = log("two.log");
+  EXPECT_NE(l.find("Training on 2 processes (Open MPI"), std::string::npos) << l;
+  EXPECT_NE(l.find("global batch = batch_size 2 x gradient_accumulation 2 x 2 ranks = 8 sequences per step"),
+            std::string::npos)
+      << l;
+  // Rank 0 alone prints the steps; rank 1 keeps its own log in the run folder.
+  size_t steps = 0;
+  for (size_t at = l.find("] Step 8/8 | loss: "); at != std::string::npos; at = l.find("] Step 8/8 | loss: ", at + 1))
+    ++steps;
+  EXPECT_EQ(steps, 1u) << l;
+  EXPECT_TRUE(fs::exists(run_dir("two") / "logs" / "rank_1.log"));
+  EXPECT_FALSE(fs::exists(run_dir("two") / "logs" / "rank_0.log"));
+  // Evaluation ran (on rank 0, on the same weights): the one process's val history.
+  EXPECT_EQ(val_losses("two"), val_losses("one"));
+  EXPECT_EQ(val_losses("two").size(), 3u);  // steps 0, 4, 8
+}
+
+TEST_F(DataParallel, ThreeRanksLambAndAdafactorEqualOneProcess) {
+  for (const std::string opt : {"LAMB", "Adafactor"}) {
+    SCOPED_TRACE(opt);
+    ASSERT_EQ(run({0, 3}, write_config("one_" + opt, {0, 3}, 6, true, opt), "one_" + opt + ".log"), 0)
+        << log("one_" + opt + ".log");
+    ASSERT_EQ(run({3, 1}, write_config("three_" + opt, {3, 1}, 6, true, opt), "three_" + opt + ".log"), 0)
+        << log("three_" + opt + ".log");
+    expect_identical("one_" + opt, "three_" + opt);
+  }
+}
+
+// The default path sums in bucket order over ranks, not in micro-batch
+// order: the same curve, to float rounding. Dense layers only, so no router
+// decision can flip on a last-bit difference and split the curves.
+TEST_F(DataParallel, FastReductionFollowsOneProcess) {
+  const std::string dense = ", first_dense_layers: 2";
+  ASSERT_EQ(run({0, 4}, write_config("one", {0, 4}, 16, false, "AdamW", dense), "one.log"), 0) << log("one.log");
+  ASSERT_EQ(run({2, 2}, write_config("two", {2, 2}, 16, false, "AdamW", dense), "two.log"), 0) << log("two.log");
+  const auto a = losses("one"), b = losses("two");
+  ASSERT_EQ(a.size(), 16u);
+  ASSERT_EQ(b.size(), 16u);
+  // Step 1 runs on the same weights: only the loss sum's order differs.
+  EXPECT_NEAR(b.at(1), a.at(1), 1e-6 * a.at(1));
+  for (const auto& [step, loss] : a) EXPECT_NEAR(b.at(step), loss, 1e-4 * loss) << "step " << step;
+  EXPECT_LT(a.at(16), a.at(1));
+}
+
+// One logical checkpoint, whatever the number of ranks: stop at step 4 in
+// one layout, go on in another with the same global batch (2 x 6 = 12), and
+// the run is the uninterrupted one to the bit.
+TEST_F(DataParallel, ResumeInAnotherLayoutIsExact) {
+  ASSERT_EQ(run({0, 6}, write_config("straight", {0, 6}, 8, true), "straight.log"), 0) << log("straight.log");
+  const std::vector<std::pair<Layout, Layout>> moves = {{{2, 3}, {0, 6}}, {{0, 6}, {2, 3}}, {{2, 3}, {3, 2}}};
+  for (const auto& [from, to] : moves) {
+    std::string name = "r";  // (not "r" + to_string(): GCC 12's -Wrestrict false positive)
+    name += std::to_string(from.devices()) + "to" + std::to_string(to.devices());
+    SCOPED_TRACE(name);
+    ASSERT_EQ(run(from, write_config(name, from, 8, true), name + "_a.log"), 0) << log(name + "_a.log");
+    // Keep step 4 only, as if the job had ended there (the SIGKILL test of
+    // tests/e2e shows a real interruption resumes like this).
+    fs::remove_all(run_dir(name) / "checkpoints" / "step_8");
+    std::ofstream(run_dir(name) / "checkpoints" / "latest") << "step_4\n";
+    ASSERT_EQ(run(to, write_config(name, to, 8, true), name + "_b.log", {"--resume-from", "latest"}), 0)
+        << log(name + "_b.log");
+    EXPECT_NE(log(name + "_b.log").find("Resumed from"), std::string::npos) << log(name + "_b.log");
+    EXPECT_EQ(log(name + "_b.log").find("changes the global batch"), std::string::npos);
+    expect_identical("straight", name);
+  }
+}
+
+TEST_F(DataParallel, ResumeThatChangesTheGlobalBatchIsRefused) {
+  ASSERT_EQ(run({2, 2}, write_config("g", {2, 2}, 4, true), "a.log"), 0) << log("a.log");
+  const auto before = state("g");
+  write_config("g", {2, 2}, 8, true);
+  const fs::path cfg = write_config("g", {3, 2}, 8, true);  // 2 x 2 x 3 = 12, the checkpoint has 8
+  EXPECT_EQ(run({3, 2}, cfg, "b.log", {"--resume-from", "latest"}), 2) << log("b.log");
+  const std::string l = log("b.log");
+  EXPECT_NE(l.find("hardware.devices: checkpoint has 2, config has 3, which changes the global batch"),
+            std::string::npos)
+      << l;
+  EXPECT_NE(l.find("from 8 (2 x 2 x 2) to 12 (2 x 2 x 3)"), std::string::npos) << l;
+  EXPECT_NE(l.find("keep the product"), std::string::npos) << l;
+  EXPECT_TRUE(state("g") == before);  // nothing written
+  EXPECT_FALSE(fs::exists(run_dir("g") / "checkpoints" / "step_8"));
+}
+
+TEST_F(DataParallel, LaunchMismatchesAreRefusedByName) {
+  // A plain process whose config asks for 2 devices.
+  EXPECT_EQ(run({0, 1}, write_config("plain", {2, 1}, 2, true), "plain.log"), 2) << log("plain.log");
+  EXPECT_NE(log("plain.log").find("hardware.devices: 2 processes, but this process was started alone (world size 1): "
+                                  "launch with `mpirun -np 2 zcode-host run ...`"),
+            std::string::npos)
+      << log("plain.log");
+  // mpirun starts 2 where the config says 3.
+  const fs::path three = write_config("three", {3, 1}, 2, true);
+  EXPECT_NE(run({2, 1}, three, "np2.log"), 0);
+  EXPECT_NE(log("np2.log").find("hardware.devices: 3 processes, but mpirun started 2 process(es)"), std::string::npos)
+      << log("np2.log");
+  EXPECT_NE(log("np2.log").find("or set hardware.devices to 2"), std::string::npos) << log("np2.log");
+  EXPECT_FALSE(fs::exists(run_dir("three") / "checkpoints"));
+  // Two ranks with different configs (MPMD): refused before any step.
+  const fs::path a = write_config("mpmd", {2, 1}, 2, true);
+  {
+    std::string b = slurp(a);
+    b.replace(b.find("seed: 11"), 8, "seed: 12");
+    std::ofstream(dir_ / "mpmd_b.yaml") << b;
+  }
+  const int rc = wait_for(start({kMpirun.string(), "--oversubscribe", "-np", "1", kHost.string(), "run", a.string(),
+                                 ":", "-np", "1", kHost.string(), "run", (dir_ / "mpmd_b.yaml").string()},
+                                dir_ / "mpmd.log"),
+                          120);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(rc, -1) << "mpirun hung";
+  EXPECT_NE(log("mpmd.log").find("rank 1 runs a different config"), std::string::npos) << log("mpmd.log");
+  EXPECT_EQ(log("mpmd.log").find("Step 1/2"), std::string::npos) << log("mpmd.log");
+}
+
+TEST_F(DataParallel, SingleProcessCommandsRefuseSeveralRanks) {
+  const fs::path cfg = write_config("e", {0, 1}, 2, true);
+  ASSERT_EQ(run({0, 1}, cfg, "a.log"), 0) << log("a.log");
+  const int rc = wait_for(start(command(2, {"evaluate", "--config", cfg.string(), "--checkpoint", "latest"}),
+                                dir_ / "eval.log"),
+                          120);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(rc, -1) << "mpirun hung";
+  EXPECT_NE(log("eval.log").find("zcode-host evaluate runs in one process, but mpirun started 2"), std::string::npos) << log("eval.log");
+}
+
+// A rank that dies ends the job (mpirun sees it), well inside the time a
+// user would wait, and the last complete checkpoint loads and verifies.
+TEST_F(DataParallel, AKilledRankEndsTheJob) {
+  const fs::path cfg = write_config("k", {2, 2}, 400, true);
+  Child c = start(command(2, {"run", cfg.string()}), dir_ / "k.log");
+  const fs::path rank1 = run_dir("k") / "logs" / "rank_1.log";
+  bool saved = false;
+  for (int i = 0; i < 3000 && !saved; ++i) {
+    saved = fs::exists(run_dir("k") / "checkpoints" / "step_8");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(saved) << log("k.log");
+  // The rank-1 zcode-host: the child of mpirun's orted whose log is rank_1.log.
+  pid_t victim = -1;
+  static const std::string kRank1("OMPI_COMM_WORLD_RANK=1\0", 23);  // one whole NUL-ended variable
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string env = slurp(e.path() / "environ");
+    const std::string cmd = slurp(e.path() / "cmdline");
+    if (cmd.rfind(kHost.string(), 0) == 0 && cmd.find(cfg.string()) != std::string::npos &&
+        env.find(kRank1) != std::string::npos)
+      victim = std::stoi(pid);
+  }
+  ASSERT_GT(victim, 0) << "no rank-1 process found";
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(victim, SIGKILL);
+  const int rc = wait_for(c, 60);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(rc, -1) << "mpirun did not end within 60 s of a rank's death\n" << log("k.log");
+  EXPECT_NE(rc, 0);
+  EXPECT_LT(took, 30.0);
+  std::printf("[ measured ] the job ended %.1f s after rank 1 was killed (exit %d)\n", took, rc);
+  // `latest` names a complete checkpoint: it loads and every SHA-256 holds.
+  auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("k")));
+  EXPECT_GE(ck.step, 8u);
+  EXPECT_EQ(ck.step % 4, 0u);
+}
+
+}  // namespace
