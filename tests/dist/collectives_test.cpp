@@ -51,8 +51,7 @@ TEST(Collectives, ReduceScatterThenAllgatherIsAnAllreduce) {
   std::vector<float> recv(mine);
   c.reduce_scatter(send.data(), recv.data(), counts, DType::kF32, ReduceOp::kSum);
   // Element i summed over ranks: Σ_q (10q + i) = 10·n(n-1)/2 + n·i.
-  for (size_t i = 0; i < mine; ++i)
-    EXPECT_EQ(recv[i], 10.0f * n * (n - 1) / 2 + static_cast<float>(n * (at + i))) << i;
+  for (size_t i = 0; i < mine; ++i) EXPECT_EQ(recv[i], 10.0f * n * (n - 1) / 2 + static_cast<float>(n * (at + i))) << i;
   std::vector<float> all(7, -1.0f);
   c.allgatherv(recv.data(), all.data(), counts, DType::kF32);
   for (int i = 0; i < 7; ++i) EXPECT_EQ(all[static_cast<size_t>(i)], 10.0f * n * (n - 1) / 2 + n * i) << i;
@@ -101,7 +100,8 @@ TEST(Collectives, BytesAndBarrier) {
   const int n = c.size(), r = c.rank();
   const auto all = c.allgather_bytes(std::string(static_cast<size_t>(r), 'x') + std::to_string(r));
   ASSERT_EQ(all.size(), static_cast<size_t>(n));
-  for (int q = 0; q < n; ++q) EXPECT_EQ(all[static_cast<size_t>(q)], std::string(static_cast<size_t>(q), 'x') + std::to_string(q));
+  for (int q = 0; q < n; ++q)
+    EXPECT_EQ(all[static_cast<size_t>(q)], std::string(static_cast<size_t>(q), 'x') + std::to_string(q));
   std::string b = r == 1 ? std::string("from rank 1\0tail", 16) : std::string();
   c.broadcast_bytes(b, 1);
   EXPECT_EQ(b, std::string("from rank 1\0tail", 16));

@@ -47,8 +47,7 @@ TEST(Launch, OpenMpiVariables) {
 }
 
 TEST(Launch, SlurmPmixVariables) {
-  const LaunchInfo l =
-      detect_launch(env({{"PMIX_RANK", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}}));
+  const LaunchInfo l = detect_launch(env({{"PMIX_RANK", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}}));
   EXPECT_EQ(l.launcher, "srun");
   EXPECT_EQ(l.size, 2);
   EXPECT_EQ(l.rank, 1);
@@ -58,10 +57,10 @@ TEST(Launch, SlurmPmixVariables) {
 }
 
 TEST(Launch, MalformedVariablesNameTheVariable) {
-  for (const auto& vars : std::vector<std::map<std::string, std::string>>{
-           {{"OMPI_COMM_WORLD_SIZE", "two"}},
-           {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "-1"}},
-           {{"OMPI_COMM_WORLD_SIZE", ""}}}) {
+  for (const auto& vars :
+       std::vector<std::map<std::string, std::string>>{{{"OMPI_COMM_WORLD_SIZE", "two"}},
+                                                       {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "-1"}},
+                                                       {{"OMPI_COMM_WORLD_SIZE", ""}}}) {
     try {
       detect_launch(env(vars));
       ADD_FAILURE() << "accepted";
@@ -121,8 +120,13 @@ struct Params {
       const int64_t n = std::accumulate(shapes[i].begin(), shapes[i].end(), int64_t{1}, std::multiplies<>());
       grads[i].resize(static_cast<size_t>(n));
       for (int64_t j = 0; j < n; ++j) grads[i][static_cast<size_t>(j)] = static_cast<float>(100 * i + j);
-      tensors[i] = DLTensor{grads[i].data(), {kDLCPU, 0}, static_cast<int32_t>(shapes[i].size()),
-                            {kDLFloat, 32, 1}, shapes[i].data(), nullptr, 0};
+      tensors[i] = DLTensor{grads[i].data(),
+                            {kDLCPU, 0},
+                            static_cast<int32_t>(shapes[i].size()),
+                            {kDLFloat, 32, 1},
+                            shapes[i].data(),
+                            nullptr,
+                            0};
       params[i].name = "p";
       params[i].grad = &tensors[i];
     }

@@ -304,8 +304,9 @@ TEST_F(DataParallel, ResumeThatChangesTheGlobalBatchIsRefused) {
 TEST_F(DataParallel, LaunchMismatchesAreRefusedByName) {
   // A plain process whose config asks for 2 devices.
   EXPECT_EQ(run({0, 1}, write_config("plain", {2, 1}, 2, true), "plain.log"), 2) << log("plain.log");
-  EXPECT_NE(log("plain.log").find("hardware.devices: 2 processes, but this process was started alone (world size 1): "
-                                  "launch with `mpirun -np 2 zcode-host run ...`"),
+  EXPECT_NE(log("plain.log")
+                .find("hardware.devices: 2 processes, but this process was started alone (world size 1): "
+                      "launch with `mpirun -np 2 zcode-host run ...`"),
             std::string::npos)
       << log("plain.log");
   // mpirun starts 2 where the config says 3.
@@ -335,12 +336,12 @@ TEST_F(DataParallel, LaunchMismatchesAreRefusedByName) {
 TEST_F(DataParallel, SingleProcessCommandsRefuseSeveralRanks) {
   const fs::path cfg = write_config("e", {0, 1}, 2, true);
   ASSERT_EQ(run({0, 1}, cfg, "a.log"), 0) << log("a.log");
-  const int rc = wait_for(start(command(2, {"evaluate", "--config", cfg.string(), "--checkpoint", "latest"}),
-                                dir_ / "eval.log"),
-                          120);
+  const int rc = wait_for(
+      start(command(2, {"evaluate", "--config", cfg.string(), "--checkpoint", "latest"}), dir_ / "eval.log"), 120);
   EXPECT_NE(rc, 0);
   EXPECT_NE(rc, -1) << "mpirun hung";
-  EXPECT_NE(log("eval.log").find("zcode-host evaluate runs in one process, but mpirun started 2"), std::string::npos) << log("eval.log");
+  EXPECT_NE(log("eval.log").find("zcode-host evaluate runs in one process, but mpirun started 2"), std::string::npos)
+      << log("eval.log");
 }
 
 // A rank that dies ends the job (mpirun sees it), well inside the time a
