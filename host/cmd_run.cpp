@@ -6,6 +6,7 @@
 #include <zcode/core/log.h>
 
 #include <zcode/core/checkpoint.h>
+#include <zcode/core/dist/launch.h>
 #include <zcode/core/engine.h>
 
 #include <iostream>
@@ -81,6 +82,9 @@ int train_like(const std::string& cmd, const std::vector<std::string>& args, boo
   if (auto rc = parse_args(cmd, args, d, pos, vm, help)) return *rc;
   if (auto rc = apply_output_options(cmd, f)) return *rc;
   try {
+    // Under a launcher, ranks other than 0 say only errors on the console
+    // (the engine gives them logs/rank_N.log once the run folder exists).
+    if (dist::detect_launch().rank != 0) log::set_console_level(log::Level::Error);
     log::info("Loading config from " + f.config);
     ValidatedConfig vc;
     if (auto rc = load_and_validate(f.config, f.sets, f.plugins, vc)) return *rc;

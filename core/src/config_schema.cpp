@@ -256,7 +256,8 @@ const std::vector<Field>& fields() {
             "Gradient bucket of the data-parallel reduction, MiB (reduced in reverse parameter order)."),
       typed("distributed.timeout_s", &I::distributed, &DI::timeout_s,
             R"J({"type": "integer", "minimum": 1, "maximum": 86400})J",
-            "Seconds a rank waits for a lost peer before the job ends."),
+            "Seconds a rank will wait for a hung peer before the job ends (the watchdog is not implemented "
+            "yet; a rank that dies already ends the job through mpirun)."),
 
       untyped("model",
               R"J({"type": "object", "x-plugin-owned": true, "additionalProperties": true,

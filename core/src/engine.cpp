@@ -310,7 +310,9 @@ struct Engine::Impl::Loop {
   }
 
   void write_trace() const {
-    const fs::path path = e.run_dir / "trace.json";
+    // One trace per rank: rank 0's is trace.json, as in a one-process run.
+    const fs::path path =
+        e.run_dir / (e.leader() ? std::string("trace.json") : "trace_rank_" + std::to_string(e.rank()) + ".json");
     trace.write(path);
     log::info(
         "Trace of " +
@@ -488,8 +490,9 @@ int Engine::run() {
         m.run_dir = fs::path(m.cfg.logging().output_dir) / m.cfg.experiment_name();
       }
     });
-    if (!m.leader()) log::open_file(m.run_dir / "logs" / ("rank_" + std::to_string(m.rank()) + ".log"));
     start_phase(comm, [&] {
+      // (Inside the phase: a rank that cannot open its log fails with the others.)
+      if (!m.leader()) log::open_file(m.run_dir / "logs" / ("rank_" + std::to_string(m.rank()) + ".log"));
       // Verify the checkpoint completely before any stage exists.
       if (resume) {
         fs::path dir = ckpt::resolve(m.opts.resume_from, m.run_dir);

@@ -69,7 +69,7 @@ bool is_non_architecture_model_field(std::string_view path) {
 }
 
 // The fields of the process layout: a resume may change them without a
-// warning as long as the global batch stays (zcode/core/dist/: the
+// warning as long as the global batch stays (else one warning names it) (zcode/core/dist/: the
 // checkpoint is one logical checkpoint, whatever the number of ranks).
 bool is_layout_field(std::string_view path) {
   return path == "hardware.devices" || path == "hardware.num_threads" || path == "training.gradient_accumulation" ||
@@ -95,11 +95,7 @@ int64_t global_batch(const std::map<std::string, std::string>& f) {
 }  // namespace
 
 std::string ConfigDiff::fatal_message() const {
-  const bool batch = fatal[0].find("global batch") != std::string::npos;
-  std::string m = std::string(batch ? "resume: the process layout changes the global batch, which a resume keeps: "
-                                    : "resume: the architecture or tokenizer changed, which a checkpoint cannot "
-                                      "follow: ") +
-                  fatal[0];
+  std::string m = "resume: the architecture or tokenizer changed, which a checkpoint cannot follow: " + fatal[0];
   if (fatal.size() > 1) m += " (and " + std::to_string(fatal.size() - 1) + " more)";
   return m;
 }
@@ -128,20 +124,25 @@ ConfigDiff diff_resume_config(const std::string& checkpoint_json, const std::str
     auto it = f.find(k);
     return it == f.end() ? std::string("?") : it->second;
   };
+  bool batch_said = false;
   auto report = [&](const std::string& path, const std::string& was, const std::string& now) {
     if (path == "overrides") return;
-    if (is_layout_field(path)) {
-      if (batch_was == batch_now) return;  // another layout of the same run
-      if (path != "training.gradient_accumulation" && path != "hardware.devices") return;
-      diff.fatal.push_back(path + ": checkpoint has " + was + ", config has " + now +
-                           ", which changes the global batch (data.batch_size x training.gradient_accumulation x "
-                           "hardware.devices) from " +
-                           std::to_string(batch_was) + " (" + value(fa, "data.batch_size") + " x " +
-                           value(fa, "training.gradient_accumulation") + " x " + value(fa, "hardware.devices") +
-                           ") to " + std::to_string(batch_now) + " (" + value(fb, "data.batch_size") + " x " +
-                           value(fb, "training.gradient_accumulation") + " x " + value(fb, "hardware.devices") +
-                           "); keep the product: with N processes set gradient_accumulation = " +
-                           std::to_string(batch_was) + " / (batch_size x N)");
+    if (is_layout_field(path) || path == "data.batch_size") {
+      if (batch_was == batch_now) {
+        if (path == "data.batch_size") diff.changed.push_back(path + ": checkpoint has " + was + ", config has " + now);
+        return;  // another layout of the same run
+      }
+      if (batch_said) return;
+      batch_said = true;  // one line for the product, however many of its factors changed
+      diff.changed.push_back(
+          "the global batch (data.batch_size x training.gradient_accumulation x hardware.devices) changes from " +
+          std::to_string(batch_was) + " (" + value(fa, "data.batch_size") + " x " +
+          value(fa, "training.gradient_accumulation") + " x " + value(fa, "hardware.devices") + ") to " +
+          std::to_string(batch_now) + " (" + value(fb, "data.batch_size") + " x " +
+          value(fb, "training.gradient_accumulation") + " x " + value(fb, "hardware.devices") +
+          "): training goes on from the checkpoint but is not the uninterrupted run; to resume exactly on N "
+          "processes keep the product, gradient_accumulation = " +
+          std::to_string(batch_was) + " / (batch_size x N)");
       return;
     }
     if (HarnessConfig::is_path_field(path) && same_file_path(was, now)) return;

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -50,6 +51,20 @@ struct Child {
   pid_t pid = -1;
 };
 
+// Kills and reaps a child (and its process group) that a failed ASSERT left
+// running, so no mpirun outlives its test.
+struct Reaper {
+  Child& c;
+  ~Reaper() {
+    if (c.pid > 0) {
+      kill(-c.pid, SIGKILL);
+      kill(c.pid, SIGKILL);
+      int st = 0;
+      waitpid(c.pid, &st, 0);
+    }
+  }
+};
+
 // Starts `argv` (argv[0] is a path) with stdout+stderr into `log`, and the
 // variables mpirun needs as root.
 Child start(const std::vector<std::string>& argv, const fs::path& log) {
@@ -72,19 +87,46 @@ Child start(const std::vector<std::string>& argv, const fs::path& log) {
 }
 
 // Exit code, 128 + signal, or -1 when `seconds` passed (the group is killed).
-int wait_for(Child c, int seconds) {
+// The child is reaped either way (c.pid becomes -1).
+int wait_for(Child& c, int seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   int st = 0;
   while (true) {
     const pid_t r = waitpid(c.pid, &st, WNOHANG);
-    if (r == c.pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (r == c.pid) {
+      c.pid = -1;
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       kill(-c.pid, SIGKILL);
+      kill(c.pid, SIGKILL);
       waitpid(c.pid, &st, 0);
+      c.pid = -1;
       return -1;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+int wait_for(Child&& c, int seconds) { return wait_for(c, seconds); }
+
+// The pid of the zcode-host of `rank` running `cfg` (mpirun's ranks carry
+// OMPI_COMM_WORLD_RANK in their environment), or -1.
+pid_t rank_pid(const fs::path& cfg, int rank) {
+  const std::string key = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string env = slurp(e.path() / "environ");
+    const std::string cmd = slurp(e.path() / "cmdline");
+    if (cmd.rfind(kHost.string(), 0) != 0 || cmd.find(cfg.string()) == std::string::npos) continue;
+    for (size_t at = 0; at < env.size();) {  // NUL-separated VAR=value entries
+      const size_t end = std::min(env.find('\0', at), env.size());
+      if (env.compare(at, end - at, key) == 0) return std::stoi(pid);
+      at = end + 1;
+    }
+  }
+  return -1;
 }
 
 // `zcode-host args...` alone (ranks == 0) or under `mpirun -np ranks`.
@@ -285,20 +327,28 @@ TEST_F(DataParallel, ResumeInAnotherLayoutIsExact) {
   }
 }
 
-TEST_F(DataParallel, ResumeThatChangesTheGlobalBatchIsRefused) {
-  ASSERT_EQ(run({2, 2}, write_config("g", {2, 2}, 4, true), "a.log"), 0) << log("a.log");
-  const auto before = state("g");
-  write_config("g", {2, 2}, 8, true);
-  const fs::path cfg = write_config("g", {3, 2}, 8, true);  // 2 x 2 x 3 = 12, the checkpoint has 8
-  EXPECT_EQ(run({3, 2}, cfg, "b.log", {"--resume-from", "latest"}), 2) << log("b.log");
+// A resume may change the global batch (as a one-process run may change
+// data.batch_size): it goes on from the checkpoint, with one warning that
+// names the product before and after and how to keep it.
+TEST_F(DataParallel, ResumeThatChangesTheGlobalBatchIsSaidOnce) {
+  ASSERT_EQ(run({2, 2}, write_config("g", {2, 2}, 8, true), "a.log"), 0) << log("a.log");
+  fs::remove_all(run_dir("g") / "checkpoints" / "step_8");
+  std::ofstream(run_dir("g") / "checkpoints" / "latest") << "step_4\n";
+  const fs::path cfg = write_config("g", {3, 1}, 8, true);  // 2 x 1 x 3 = 6, the checkpoint has 8
+  ASSERT_EQ(run({3, 1}, cfg, "b.log", {"--resume-from", "latest"}), 0) << log("b.log");
   const std::string l = log("b.log");
-  EXPECT_NE(l.find("hardware.devices: checkpoint has 2, config has 3, which changes the global batch"),
+  const std::string said =
+      "resume: config differs: the global batch (data.batch_size x training.gradient_accumulation x "
+      "hardware.devices) changes from 8 (2 x 2 x 2) to 6 (2 x 1 x 3): training goes on from the checkpoint but is "
+      "not the uninterrupted run; to resume exactly on N processes keep the product, gradient_accumulation = 8 / "
+      "(batch_size x N)";
+  const size_t at = l.find(said);
+  EXPECT_NE(at, std::string::npos) << l;
+  EXPECT_EQ(l.find(said, at + 1), std::string::npos) << "said more than once\n" << l;
+  EXPECT_NE(l.find("global batch = batch_size 2 x gradient_accumulation 1 x 3 ranks = 6 sequences per step"),
             std::string::npos)
       << l;
-  EXPECT_NE(l.find("from 8 (2 x 2 x 2) to 12 (2 x 2 x 3)"), std::string::npos) << l;
-  EXPECT_NE(l.find("keep the product"), std::string::npos) << l;
-  EXPECT_TRUE(state("g") == before);  // nothing written
-  EXPECT_FALSE(fs::exists(run_dir("g") / "checkpoints" / "step_8"));
+  EXPECT_EQ(losses("g").size(), 8u);
 }
 
 TEST_F(DataParallel, LaunchMismatchesAreRefusedByName) {
@@ -344,11 +394,49 @@ TEST_F(DataParallel, SingleProcessCommandsRefuseSeveralRanks) {
       << log("eval.log");
 }
 
+// SIGTERM to mpirun (what Slurm's scancel and a cluster's preemption send):
+// Open MPI passes it to every rank, the ranks agree on the step to stop at,
+// rank 0 checkpoints it, and the resumed run is the uninterrupted one.
+TEST_F(DataParallel, SigtermCheckpointsAndResumesExactly) {
+  ASSERT_EQ(run({2, 2}, write_config("straight", {2, 2}, 40, true), "straight.log"), 0) << log("straight.log");
+  const fs::path cfg = write_config("stopped", {2, 2}, 40, true);
+  Child c = start(command(2, {"run", cfg.string()}), dir_ / "stopped1.log");
+  Reaper reaper{c};
+  bool at5 = false;
+  for (int i = 0; i < 3000 && !at5; ++i) {
+    at5 = log("stopped1.log").find("Step 5/40") != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(at5) << log("stopped1.log");
+  // To every rank, as Slurm's scancel does (mpirun itself would SIGKILL
+  // the ranks a moment after passing a SIGTERM on).
+  const pid_t r0 = rank_pid(cfg, 0), r1 = rank_pid(cfg, 1);
+  ASSERT_GT(r0, 0);
+  ASSERT_GT(r1, 0);
+  kill(r0, SIGTERM);
+  kill(r1, SIGTERM);
+  const int rc = wait_for(c, 60);
+  EXPECT_NE(rc, -1) << "mpirun did not end within 60 s of SIGTERM";
+  EXPECT_NE(rc, 0);
+  const std::string l = log("stopped1.log");
+  ASSERT_NE(l.find("Stopped on request at step "), std::string::npos) << l;
+  auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("stopped")));
+  EXPECT_LT(ck.step, 40u);
+  EXPECT_NE(l.find("Checkpoint saved to " + (run_dir("stopped") / "checkpoints" / "step_").string() +
+                   std::to_string(ck.step)),
+            std::string::npos)
+      << "the stop step was not checkpointed\n"
+      << l;
+  ASSERT_EQ(run({2, 2}, cfg, "stopped2.log", {"--resume-from", "latest"}), 0) << log("stopped2.log");
+  expect_identical("straight", "stopped");
+}
+
 // A rank that dies ends the job (mpirun sees it), well inside the time a
 // user would wait, and the last complete checkpoint loads and verifies.
 TEST_F(DataParallel, AKilledRankEndsTheJob) {
   const fs::path cfg = write_config("k", {2, 2}, 400, true);
   Child c = start(command(2, {"run", cfg.string()}), dir_ / "k.log");
+  Reaper reaper{c};
   const fs::path rank1 = run_dir("k") / "logs" / "rank_1.log";
   bool saved = false;
   for (int i = 0; i < 3000 && !saved; ++i) {
@@ -356,18 +444,7 @@ TEST_F(DataParallel, AKilledRankEndsTheJob) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_TRUE(saved) << log("k.log");
-  // The rank-1 zcode-host: the child of mpirun's orted whose log is rank_1.log.
-  pid_t victim = -1;
-  static const std::string kRank1("OMPI_COMM_WORLD_RANK=1\0", 23);  // one whole NUL-ended variable
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string pid = e.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string env = slurp(e.path() / "environ");
-    const std::string cmd = slurp(e.path() / "cmdline");
-    if (cmd.rfind(kHost.string(), 0) == 0 && cmd.find(cfg.string()) != std::string::npos &&
-        env.find(kRank1) != std::string::npos)
-      victim = std::stoi(pid);
-  }
+  const pid_t victim = rank_pid(cfg, 1);
   ASSERT_GT(victim, 0) << "no rank-1 process found";
   const auto t0 = std::chrono::steady_clock::now();
   kill(victim, SIGKILL);

@@ -10,7 +10,7 @@
 #include <zcode/abi.h>
 #include <zcode/core/dist/communicator.h>
 
-#include "../step_metrics.h"
+#include "step_metrics.h"
 
 #include <cstdint>
 #include <string>

@@ -116,8 +116,8 @@ std::unique_ptr<Communicator> make_single_process();
 /// launcher environment and CommError when MPI cannot start.
 Communicator& world();
 
-/// Finalises MPI when world() started it (idempotent; host main calls it
-/// before exiting, and an atexit handler does if it did not).
+/// Finalises MPI when world() started it (idempotent; an atexit handler
+/// calls it, and a program may call it earlier, as the collectives test does).
 void shutdown();
 
 }  // namespace zcode::dist
