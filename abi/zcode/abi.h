@@ -26,6 +26,11 @@
  *          zc_memory_estimate, zc_param_shape_sink
  *     1.4  zc_create_args.stream; zc_model_table.named_activations
  *          (kind_version 5), zc_named_tensor_list
+ *     1.5  multi-process training: zc_collectives and
+ *          zc_host_services.collectives; zc_fb_options.grads_ready;
+ *          zc_create_args.shard, zc_param_shard and
+ *          zc_optimizer_table.shard_granularity (kind_version 3);
+ *          zc_state_writer.put_tensor_slice, zc_state_reader.read_tensor_slice
  *
  * ERRORS
  *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
@@ -54,6 +59,11 @@
  *   - `destroy` joins every thread the instance started.
  *   - Host services may be called from any thread, including plugin workers.
  *   - No real work runs in static constructors: all work starts in `create`.
+ *   - Collectives (zc_collectives, ABI 1.5) are the exception to "any
+ *     thread": a plugin calls them only on the thread the host called it on,
+ *     during that call (never from its worker threads, never after the call
+ *     returned), because the host's MPI runs MPI_THREAD_FUNNELED. See
+ *     zc_collectives for the ordering contract.
  *
  * LOADING RULES
  *   Plugins are built with -fvisibility=hidden and export exactly one symbol,
@@ -82,7 +92,7 @@ extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 4u
+#define ZC_ABI_VERSION_MINOR 5u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -151,6 +161,10 @@ enum { ZC_LOG_TRACE = 0, ZC_LOG_DEBUG = 1, ZC_LOG_INFO = 2, ZC_LOG_WARN = 3, ZC_
 /* Opaque; created by host services, released by the host. NULL == success. */
 typedef struct zc_status zc_status;
 
+/* (ABI 1.5) The job's collectives and an optimizer's shard; defined below. */
+struct zc_collectives;
+struct zc_param_shard;
+
 /*
  * Services the host hands to the plugin at negotiation and to every instance
  * at create. The pointer stays valid for the life of the process.
@@ -194,6 +208,12 @@ typedef struct zc_host_services {
   zc_status_code (*status_code)(void* host_ctx, const zc_status* status);
   const char* (*status_message)(void* host_ctx, const zc_status* status);
   void (*status_release)(void* host_ctx, zc_status* status);
+
+  /* ---- ABI 1.5: read only when struct_size covers it ---- */
+  /* The processes of the job and their collectives (zc_collectives). Never
+   * NULL from a 1.5 host: a one-process run gets groups of size 1, whose
+   * collectives copy. Valid for the life of the services table. */
+  const struct zc_collectives* collectives;
 } zc_host_services;
 
 /* ------------------------------------------------------------------------ */
@@ -235,6 +255,92 @@ typedef struct zc_metrics_sink {
 } zc_metrics_sink;
 
 /* ------------------------------------------------------------------------ */
+/* Collectives (ABI 1.5)                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The process groups of a multi-process job (distributed.expert_parallel = K
+ * splits the world of W ranks into W/K expert groups of K consecutive ranks). */
+typedef uint32_t zc_group;
+enum {
+  ZC_GROUP_WORLD = 0,      /* every rank of the job */
+  ZC_GROUP_DATA = 1,       /* the ranks that hold the same dense parameters
+                              and read different data: the world today */
+  ZC_GROUP_EXPERT = 2,     /* the K ranks that split the experts among them */
+  ZC_GROUP_EXPERT_DATA = 3 /* the W/K ranks that hold the same experts (rank
+                              r's peers r mod K): expert gradients reduce here */
+};
+
+/* Reductions. AVG is SUM divided by the group's size (float types only). */
+typedef uint32_t zc_reduce_op;
+enum { ZC_REDUCE_SUM = 0, ZC_REDUCE_AVG = 1, ZC_REDUCE_MAX = 2, ZC_REDUCE_MIN = 3 };
+
+/* Opaque: a non-blocking collective in flight, completed by wait(). */
+typedef struct zc_comm_request zc_comm_request;
+
+/*
+ * The job's collectives (zc_host_services.collectives), over the host's
+ * communicator (Open MPI on the CPU; NCCL on GPUs), so that a plugin never
+ * links MPI or NCCL itself.
+ *
+ * Tensors: contiguous, dtype float32, float64 or int64 (int64 counts only
+ * for reductions, any of the three for data movement), on the host's device;
+ * counts are elements. `stream` is the calling instance's stream
+ * (zc_create_args.stream; NULL on the CPU): device work is ordered on it.
+ *
+ * Blocking and not: with out_request NULL a call returns when its result is
+ * in place. With out_request set it starts the collective and returns at
+ * once with *out_request; its tensors must stay valid, and unwritten by
+ * the caller, until wait(request) returns, and every started request is
+ * waited for exactly once.
+ *
+ * Ordering contract (a collective that only some ranks reach is a hang):
+ * every rank of `group` makes the same calls with the same counts, dtypes
+ * and ops, in the same order, unconditionally; decide from values every rank
+ * holds (an allreduced flag), never from a rank's own data. Non-blocking
+ * calls count in the order they were started. Results are the same bits on
+ * every rank of the group.
+ *
+ * Threading: only on the thread the host called the plugin on, during that
+ * call (the THREADING CONTRACT above). Errors: a failed collective returns a
+ * status naming the call and the rank; the host then ends the job (the other
+ * ranks cannot be left waiting), so a plugin just returns the status.
+ */
+typedef struct zc_collectives {
+  uint32_t struct_size;
+  uint32_t reserved;
+  void* ctx; /* pass back as the first argument */
+  /* This process's rank in `group`, and the group's size. */
+  int32_t (*rank)(void* ctx, zc_group group);
+  int32_t (*size)(void* ctx, zc_group group);
+  /* inout[n] becomes the elementwise reduction over the group. */
+  zc_status* (*allreduce)(void* ctx, zc_group group, DLTensor* inout, zc_reduce_op op, void* stream,
+                          zc_comm_request** out_request);
+  /* send[Σ counts] reduced over the group; this rank receives its range,
+   * recv[counts[rank]], the ranges following each other in rank order.
+   * counts[size] (NULL: numel(send) / size each, which must divide). */
+  zc_status* (*reduce_scatter)(void* ctx, zc_group group, const DLTensor* send, DLTensor* recv, const int64_t* counts,
+                               zc_reduce_op op, void* stream, zc_comm_request** out_request);
+  /* Every rank's send[counts[rank]] concatenated in rank order into
+   * recv[Σ counts] (counts NULL: numel(send) each). */
+  zc_status* (*allgather)(void* ctx, zc_group group, const DLTensor* send, DLTensor* recv, const int64_t* counts,
+                          void* stream, zc_comm_request** out_request);
+  /* send_counts[q] consecutive elements of send (rank order) go to rank q;
+   * recv_counts[q] elements from rank q land consecutively in recv (rank
+   * order). Both [size]; every rank's send_counts[q] equals rank q's
+   * recv_counts[that rank] (exchange the counts first: an alltoallv of one
+   * int64 each). */
+  zc_status* (*alltoallv)(void* ctx, zc_group group, const DLTensor* send, const int64_t* send_counts, DLTensor* recv,
+                          const int64_t* recv_counts, void* stream, zc_comm_request** out_request);
+  /* Root's inout to every rank of the group (root is a rank in the group). */
+  zc_status* (*broadcast)(void* ctx, zc_group group, DLTensor* inout, int32_t root, void* stream,
+                          zc_comm_request** out_request);
+  zc_status* (*barrier)(void* ctx, zc_group group);
+  /* Completes a started collective and releases the request (also when it
+   * failed: the status says why). */
+  zc_status* (*wait)(void* ctx, zc_comm_request* request);
+} zc_collectives;
+
+/* ------------------------------------------------------------------------ */
 /* State: every stage saves and restores through these                       */
 /* ------------------------------------------------------------------------ */
 
@@ -247,6 +353,20 @@ typedef struct zc_state_writer {
   void* ctx;
   zc_status* (*put_tensor)(void* ctx, const char* name, const DLTensor* tensor);
   zc_status* (*put_json)(void* ctx, const char* json, size_t len);
+
+  /* ---- ABI 1.5: present when struct_size covers it ---- */
+  /* One rank's part of a tensor that several ranks hold in parts (ZeRO-1
+   * optimizer state, zc_param_shard): `slice` (contiguous, 1-D or any shape
+   * with numel elements) holds elements [begin, begin + numel) of the
+   * row-major order of the whole tensor `name`, whose shape is shape[ndim]
+   * (borrowed for the call). Every rank of the shard's group puts its part
+   * (an empty part may be skipped); the host stores the parts of one
+   * checkpoint so that a load on any layout sees the whole tensor (see
+   * zc_state_reader). The parts of one name must not overlap, and together
+   * with the other ranks' they must cover the tensor: the host checks both
+   * when the checkpoint is written and fails the save otherwise. */
+  zc_status* (*put_tensor_slice)(void* ctx, const char* name, const DLTensor* slice, int32_t ndim,
+                                 const int64_t* shape, int64_t begin);
 } zc_state_writer;
 
 /* Reader handed to load_state. Returned tensors and json are borrowed for the
@@ -260,6 +380,17 @@ typedef struct zc_state_reader {
   const char* (*tensor_name)(void* ctx, size_t index);
   const char* json; /* "" when nothing was saved */
   size_t json_len;
+
+  /* ---- ABI 1.5: present when struct_size covers it ---- */
+  /* Copies elements [begin, begin + numel(dst)) of the row-major order of
+   * tensor `name` into `dst` (caller-owned, contiguous, CPU, the tensor's
+   * dtype), whether the checkpoint holds the tensor whole or in parts
+   * written by put_tensor_slice on another number of ranks; get_tensor
+   * also returns such a tensor whole. `numel` is the element count the
+   * caller expects the whole tensor to have. Errors: ZC_ERR_NOT_FOUND (no
+   * such tensor), ZC_ERR_DATA (another numel or dtype, or a range past its
+   * end). What a sharded optimizer's load_state reads its range with. */
+  zc_status* (*read_tensor_slice)(void* ctx, const char* name, int64_t numel, int64_t begin, DLTensor* dst);
 } zc_state_reader;
 
 /* ------------------------------------------------------------------------ */
@@ -305,6 +436,14 @@ typedef struct zc_create_args {
    * backend and NCCL need; ZCode has no CUDA backend yet, so the host
    * passes NULL today. */
   void* stream;
+
+  /* ---- ABI 1.5: read only when struct_size covers it ---- */
+  /* Optimizer create only (NULL for every other kind, and for an optimizer
+   * that updates every element): the part of every parameter this instance
+   * updates and keeps state for (ZeRO-1, zc_param_shard). The host passes it
+   * only to an optimizer whose table has shard_granularity. Borrowed: valid
+   * until the instance is destroyed. */
+  const struct zc_param_shard* shard;
 } zc_create_args;
 
 /* Every kind's table starts with this header. */
@@ -458,6 +597,18 @@ typedef struct zc_fb_options {
   double loss_scale;
   /* Seed for ZC_LABELS_SAMPLED. */
   uint64_t sample_seed;
+
+  /* ---- ABI 1.5: read only when struct_size covers it ---- */
+  /* Optional (NULL: nobody listens). The model calls grads_ready(ctx,
+   * first, count) during backward, on the calling thread, as soon as the
+   * gradients of params() [first, first + count) are final for this call
+   * (this call writes them no more), so that the host can start reducing
+   * them over the ranks while the backward goes on (data parallel, bucketed
+   * as PyTorch DDP does). Every parameter is announced exactly once per
+   * call, in any grouping; the ones never announced count as final when
+   * forward_backward returns. The callback does not touch the model. */
+  void* grads_ready_ctx;
+  void (*grads_ready)(void* ctx, size_t first, size_t count);
 } zc_fb_options;
 
 /* (ABI 1.3) Bytes a stage will allocate for a run, by what they hold, filled
@@ -573,7 +724,36 @@ typedef struct zc_model_table {
 /* Optimizer                                                                  */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_OPTIMIZER_TABLE_VERSION 2u
+#define ZC_OPTIMIZER_TABLE_VERSION 3u
+
+/* (ABI 1.5) ZeRO-1 (Rajbhandari et al. 2020, "ZeRO", stage 1: optimizer
+ * state partitioning): the part of every parameter one optimizer instance
+ * updates and keeps state for. The host lays the parameters out flat, in
+ * params() order, and gives each rank of `group` one contiguous range of
+ * that order; parameter i's part is then elements [begin[i], end[i]) of its
+ * row-major order (begin == end: none of it). The parts of all ranks of the
+ * group cover every element once. Inside a parameter a part starts and ends
+ * only at multiples of the optimizer's shard_granularity for it (or at the
+ * parameter's ends).
+ *
+ * What the host guarantees at step(): the gradient elements of the part hold
+ * the step's reduced (global) gradient, clipped; the other elements of the
+ * gradients are undefined. What the optimizer does: it reads and writes
+ * parameters and gradients only inside its part (the host all-gathers the
+ * updated parameters afterwards), keeps state only for its part, and when a
+ * formula needs a statistic of a whole tensor (LAMB's norms, Adafactor's
+ * row and column sums), it reduces its part's contribution over `group`
+ * with the collectives (host->collectives), the same calls in the same
+ * order on every rank. Its save_state writes its part of each per-element
+ * state tensor with put_tensor_slice; load_state reads it with
+ * read_tensor_slice (a checkpoint written by any layout loads). */
+typedef struct zc_param_shard {
+  uint32_t struct_size;
+  uint32_t group;       /* a zc_group: the ranks that share these parameters */
+  size_t count;         /* = the model's params().count */
+  const int64_t* begin; /* [count] */
+  const int64_t* end;   /* [count] */
+} zc_param_shard;
 
 typedef struct zc_optimizer_table {
   ZC_TABLE_COMMON_SLOTS; /* create receives args->model: the params to update */
@@ -590,8 +770,20 @@ typedef struct zc_optimizer_table {
   /* No instance: the state bytes create(args) would allocate
    * (optimizer_state_bytes). args->model is a model whose params() lists
    * the parameters with their shapes and flags but NULL data: read shapes,
-   * never data. Same fallbacks as zc_model_table.estimate_memory. */
+   * never data. Same fallbacks as zc_model_table.estimate_memory. Since
+   * ABI 1.5 args->shard may be set: the bytes of that part's state. */
   zc_status* (*estimate_memory)(const zc_create_args* args, zc_memory_estimate* out);
+
+  /* ---- kind_version 3 (ABI 1.5) ---- */
+  /* No instance (args as for estimate_memory): whether and where the
+   * optimizer's state can be split between ranks (zc_param_shard). Writes
+   * out[i], i < count (= params().count), the multiple of elements at which
+   * a part may start or end inside parameter i: 1 for per-element state
+   * (AdamW), a block of rows for state reduced along rows or columns, numel
+   * or more for a parameter that must not be split. An optimizer without
+   * this slot is never sharded (the host refuses distributed.zero_stage 1
+   * for it, naming it). */
+  zc_status* (*shard_granularity)(const zc_create_args* args, int64_t* out, size_t count);
 } zc_optimizer_table;
 
 /* ------------------------------------------------------------------------ */
@@ -713,12 +905,20 @@ typedef zc_status_code (*zc_negotiate_fn)(uint32_t host_abi_major, uint32_t host
 #endif
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 ZC_STATIC_ASSERT(sizeof(zc_table_header) == 16, "zc_table_header layout");
-ZC_STATIC_ASSERT(sizeof(zc_host_services) == 128, "zc_host_services layout");
+ZC_STATIC_ASSERT(sizeof(zc_host_services) == 136, "zc_host_services layout");
+ZC_STATIC_ASSERT(offsetof(zc_host_services, collectives) == 128, "zc_host_services.collectives (ABI 1.5)");
+ZC_STATIC_ASSERT(sizeof(zc_collectives) == 88, "zc_collectives layout (ABI 1.5)");
+ZC_STATIC_ASSERT(sizeof(zc_param_shard) == 32, "zc_param_shard layout (ABI 1.5)");
+ZC_STATIC_ASSERT(sizeof(zc_state_writer) == 40, "zc_state_writer layout");
+ZC_STATIC_ASSERT(offsetof(zc_state_writer, put_tensor_slice) == 32, "zc_state_writer.put_tensor_slice (ABI 1.5)");
+ZC_STATIC_ASSERT(sizeof(zc_state_reader) == 64, "zc_state_reader layout");
+ZC_STATIC_ASSERT(offsetof(zc_state_reader, read_tensor_slice) == 56, "zc_state_reader.read_tensor_slice (ABI 1.5)");
 ZC_STATIC_ASSERT(offsetof(zc_host_services, seed) == 56, "zc_host_services.seed");
 ZC_STATIC_ASSERT(offsetof(zc_host_services, stop_requested) == 96, "stop_requested");
 ZC_STATIC_ASSERT(sizeof(DLTensor) == 48, "DLTensor layout (DLPack 0.6)");
-ZC_STATIC_ASSERT(sizeof(zc_create_args) == 88, "zc_create_args layout");
+ZC_STATIC_ASSERT(sizeof(zc_create_args) == 96, "zc_create_args layout");
 ZC_STATIC_ASSERT(offsetof(zc_create_args, stream) == 80, "zc_create_args.stream (ABI 1.4)");
+ZC_STATIC_ASSERT(offsetof(zc_create_args, shard) == 88, "zc_create_args.shard (ABI 1.5)");
 ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
 ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
@@ -727,7 +927,8 @@ ZC_STATIC_ASSERT(offsetof(zc_model_table, activations) == 144, "zc_model_table.a
 ZC_STATIC_ASSERT(offsetof(zc_model_table, estimate_memory) == 152, "zc_model_table.estimate_memory (ABI 1.3)");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, named_activations) == 160, "zc_model_table.named_activations (ABI 1.4)");
 ZC_STATIC_ASSERT(sizeof(zc_named_tensor_list) == 32, "zc_named_tensor_list layout");
-ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 80, "zc_optimizer_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 88, "zc_optimizer_table layout");
+ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, shard_granularity) == 80, "zc_optimizer_table.shard_granularity (ABI 1.5)");
 ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, estimate_memory) == 72, "zc_optimizer_table.estimate_memory (ABI 1.3)");
 ZC_STATIC_ASSERT(sizeof(zc_memory_estimate) == 40, "zc_memory_estimate layout");
 ZC_STATIC_ASSERT(sizeof(zc_param_shape_sink) == 16, "zc_param_shape_sink layout");
@@ -739,7 +940,8 @@ ZC_STATIC_ASSERT(sizeof(zc_component) == 40, "zc_component layout");
 ZC_STATIC_ASSERT(sizeof(zc_manifest) == 56, "zc_manifest layout");
 ZC_STATIC_ASSERT(sizeof(zc_event) == 48, "zc_event layout");
 ZC_STATIC_ASSERT(sizeof(zc_param) == 32, "zc_param layout");
-ZC_STATIC_ASSERT(sizeof(zc_fb_options) == 32, "zc_fb_options layout");
+ZC_STATIC_ASSERT(sizeof(zc_fb_options) == 48, "zc_fb_options layout");
+ZC_STATIC_ASSERT(offsetof(zc_fb_options, grads_ready) == 40, "zc_fb_options.grads_ready (ABI 1.5)");
 #endif
 
 #endif /* ZCODE_ABI_H_ */

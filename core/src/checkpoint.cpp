@@ -75,6 +75,18 @@ std::vector<uint8_t> read_all(const fs::path& p) {
   return buf;
 }
 
+// "optimizer-RRRRR-of-NNNNN.safetensors" (optimizer_part_name).
+bool is_part_name(const std::string& f) {
+  const std::string pre = "optimizer-", suf = ".safetensors";
+  if (f.size() != pre.size() + 5 + 4 + 5 + suf.size() || f.rfind(pre, 0) != 0 ||
+      f.compare(f.size() - suf.size(), suf.size(), suf) != 0 || f.compare(pre.size() + 5, 4, "-of-") != 0)
+    return false;
+  for (size_t i : {pre.size(), pre.size() + 9})
+    for (size_t k = i; k < i + 5; ++k)
+      if (f[k] < '0' || f[k] > '9') return false;
+  return true;
+}
+
 std::optional<uint64_t> parse_step_name(const std::string& name) {
   if (name.rfind("step_", 0) != 0 || name.size() == 5) return std::nullopt;
   uint64_t v = 0;
@@ -144,17 +156,32 @@ std::vector<std::pair<uint64_t, fs::path>> list_checkpoints(const fs::path& root
   return out;
 }
 
-fs::path write_checkpoint(const fs::path& root, const CheckpointContents& c, int64_t keep_last_n) {
+fs::path begin_checkpoint(const fs::path& root, uint64_t step) {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) throw CheckpointError(root.string() + ": cannot create (" + ec.message() + ")");
-  const std::string name = "step_" + std::to_string(c.step);
+  const std::string name = "step_" + std::to_string(step);
   const fs::path tmp = root / (".tmp-" + name + "-" + std::to_string(::getpid()));
-  const fs::path final_dir = root / name;
   fs::remove_all(tmp, ec);
   fs::create_directory(tmp, ec);
   if (ec) throw CheckpointError(tmp.string() + ": cannot create (" + ec.message() + ")");
+  return tmp;
+}
 
+std::string write_part(const fs::path& tmp, const std::string& name, const std::vector<uint8_t>& bytes) {
+  write_plain(tmp / name, bytes.data(), bytes.size());
+  return sha256_hex(bytes.data(), bytes.size());
+}
+
+fs::path write_checkpoint(const fs::path& root, const CheckpointContents& c, int64_t keep_last_n) {
+  return finish_checkpoint(root, begin_checkpoint(root, c.step), c, keep_last_n);
+}
+
+fs::path finish_checkpoint(const fs::path& root, const fs::path& tmp, const CheckpointContents& c,
+                           int64_t keep_last_n) {
+  std::error_code ec;
+  const std::string name = "step_" + std::to_string(c.step);
+  const fs::path final_dir = root / name;
   rapidjson::Document state;
   state.Parse(c.state_json.c_str());
   if (state.HasParseError() || !state.IsObject())
@@ -168,11 +195,22 @@ fs::path write_checkpoint(const fs::path& root, const CheckpointContents& c, int
     sums << h << "  " << fname << "\n";
     return h;
   };
+  const bool parts = !c.optimizer_index.empty();
   for (TensorFile f : kAllTensorFiles) {
     if (f == TensorFile::kExtra && c.extra.size() == 0) continue;
+    if (f == TensorFile::kOptimizer && parts) continue;
     const char* fname = file_name(f);
     const std::string h = put(fname, c.tensors(f).serialize());
     files.AddMember(rapidjson::Value(fname, al), rapidjson::Value(h.c_str(), al), al);
+  }
+  if (parts) {
+    // The ranks wrote their parts already; their hashes join SHA256SUMS.
+    for (const auto& [fname, h] : c.optimizer_parts) {
+      sums << h << "  " << fname << "\n";
+      files.AddMember(rapidjson::Value(fname.c_str(), al), rapidjson::Value(h.c_str(), al), al);
+    }
+    const std::string h = put(kOptimizerIndex, std::vector<uint8_t>(c.optimizer_index.begin(), c.optimizer_index.end()));
+    files.AddMember(rapidjson::Value(kOptimizerIndex, al), rapidjson::Value(h.c_str(), al), al);
   }
   state.RemoveMember("files");
   state.AddMember("files", files, al);
@@ -302,7 +340,8 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   // Named before SHA256SUMS is read: a checkpoint stripped of its optimizer
   // state (file and SHA256SUMS line removed) is the common case, and its
   // problem is the missing file, not the sums.
-  if (!model_only && !fs::exists(dir / "optimizer.safetensors", ec))
+  const bool in_parts = !fs::exists(dir / "optimizer.safetensors", ec) && fs::exists(dir / kOptimizerIndex, ec);
+  if (!model_only && !in_parts && !fs::exists(dir / "optimizer.safetensors", ec))
     throw CheckpointError((dir / "optimizer.safetensors").string() +
                           ": missing (resuming training needs the optimizer state; evaluate and generate need only "
                           "model.safetensors)");
@@ -321,14 +360,17 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   }
   // Files a model-only load neither needs nor reads.
   auto skipped = [&](const std::string& fname) {
-    return model_only && (fname == file_name(TensorFile::kOptimizer) || fname == file_name(TensorFile::kExtra));
+    return model_only && (fname == file_name(TensorFile::kOptimizer) || fname == file_name(TensorFile::kExtra) ||
+                          fname == kOptimizerIndex || is_part_name(fname));
   };
-  for (const char* req : {file_name(TensorFile::kModel), file_name(TensorFile::kOptimizer), "state.json"})
+  for (const char* req :
+       {file_name(TensorFile::kModel), in_parts ? kOptimizerIndex : file_name(TensorFile::kOptimizer), "state.json"})
     if (!skipped(req) && !sums.count(req))
       throw CheckpointError((dir / "SHA256SUMS").string() + ": no entry for " + req);
   std::map<std::string, std::vector<uint8_t>> bytes;
   for (const auto& [fname, hash] : sums) {
-    if (std::find(std::begin(kFiles), std::end(kFiles), fname) == std::end(kFiles))
+    if (std::find(std::begin(kFiles), std::end(kFiles), fname) == std::end(kFiles) && fname != kOptimizerIndex &&
+        !is_part_name(fname))
       throw CheckpointError((dir / "SHA256SUMS").string() + ": unexpected file '" + fname + "'");
     if (skipped(fname)) continue;
     auto b = read_all(dir / fname);
@@ -371,8 +413,16 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir, Parts parts) {
   };
   try {
     out.model = parse(TensorFile::kModel);
-    if (!model_only) out.optimizer = parse(TensorFile::kOptimizer);
+    if (!model_only && !in_parts) out.optimizer = parse(TensorFile::kOptimizer);
     if (bytes.count(file_name(TensorFile::kExtra))) out.extra = parse(TensorFile::kExtra);
+    if (!model_only && in_parts) {
+      std::map<std::string, std::unique_ptr<st::Reader>> parts;
+      for (auto& [fname, b] : bytes)
+        if (is_part_name(fname)) parts[fname] = std::make_unique<st::Reader>(b, (dir / fname).string());
+      const auto& ib = bytes[kOptimizerIndex];
+      out.optimizer_parts = std::make_unique<PartedTensors>(std::string(ib.begin(), ib.end()), std::move(parts),
+                                                            (dir / kOptimizerIndex).string());
+    }
   } catch (const zcode::sdk::Error& e) {
     throw CheckpointError(e.what());
   }
@@ -423,13 +473,36 @@ StateReaderView::StateReaderView(const st::Reader* file, const std::string& pref
       names_.push_back(t.name.substr(prefix.size()));
       tensors_.push_back(t.dltensor());  // shape points into the Reader's TensorView
     }
-  reader_ = zc_state_reader{sizeof(zc_state_reader), 0,           this, &get_tensor, &num_tensors, &tensor_name,
-                            json_.c_str(),           json_.size()};
+  make_reader();
+}
+
+StateReaderView::StateReaderView(PartedTensors* parts, std::string json) : parts_(parts), json_(std::move(json)) {
+  if (parts_) names_ = parts_->names();
+  make_reader();
+}
+
+void StateReaderView::make_reader() {
+  reader_ = zc_state_reader{};
+  reader_.struct_size = sizeof(zc_state_reader);
+  reader_.ctx = this;
+  reader_.get_tensor = &get_tensor;
+  reader_.num_tensors = &num_tensors;
+  reader_.tensor_name = &tensor_name;
+  reader_.json = json_.c_str();
+  reader_.json_len = json_.size();
+  reader_.read_tensor_slice = &read_tensor_slice;
 }
 
 const DLTensor* StateReaderView::get_tensor(void* ctx, const char* name) {
   auto* v = static_cast<StateReaderView*>(ctx);
   if (!name) return nullptr;
+  if (v->parts_) {
+    try {
+      return v->parts_->whole(name);
+    } catch (const std::exception&) {
+      return nullptr;  // (whole() fails only on memory; the slot cannot say more)
+    }
+  }
   for (size_t i = 0; i < v->names_.size(); ++i)
     if (v->names_[i] == name) return &v->tensors_[i];
   return nullptr;
@@ -438,6 +511,32 @@ size_t StateReaderView::num_tensors(void* ctx) { return static_cast<StateReaderV
 const char* StateReaderView::tensor_name(void* ctx, size_t i) {
   auto* v = static_cast<StateReaderView*>(ctx);
   return i < v->names_.size() ? v->names_[i].c_str() : nullptr;
+}
+
+zc_status* StateReaderView::read_tensor_slice(void* ctx, const char* name, int64_t numel, int64_t begin,
+                                              DLTensor* dst) {
+  auto* v = static_cast<StateReaderView*>(ctx);
+  try {
+    if (!name || !dst) return make_status(ZC_ERR_INVALID_ARGUMENT, "read_tensor_slice: NULL name or tensor");
+    if (v->parts_) {
+      v->parts_->read_slice(name, numel, begin, *dst);
+      return nullptr;
+    }
+    const DLTensor* t = get_tensor(ctx, name);
+    if (!t) return make_status(ZC_ERR_NOT_FOUND, std::string("state: tensor '") + name + "' missing");
+    const int64_t n = sdk::numel(*t), count = sdk::numel(*dst);
+    if (!sdk::same_dtype(t->dtype, dst->dtype) || n != numel || begin < 0 || count < 0 || begin + count > n)
+      return make_status(ZC_ERR_DATA, std::string("state: tensor '") + name + "' has " + std::to_string(n) +
+                                          " elements of its dtype; asked for [" + std::to_string(begin) + ", " +
+                                          std::to_string(begin + count) + ") of " + std::to_string(numel));
+    const size_t es = (t->dtype.bits * t->dtype.lanes + 7) / 8;
+    std::memcpy(static_cast<char*>(dst->data) + dst->byte_offset,
+                static_cast<const char*>(t->data) + t->byte_offset + static_cast<size_t>(begin) * es,
+                static_cast<size_t>(count) * es);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return make_status(ZC_ERR_DATA, e.what());
+  }
 }
 
 // ---- state.json ---------------------------------------------------------------
@@ -555,9 +654,15 @@ StoredState read_state(const LoadedCheckpoint& ck) {
   return out;
 }
 
-StateWriterView::StateWriterView(st::Writer* tensors, std::string prefix, std::string stage)
-    : tensors_(tensors), prefix_(std::move(prefix)), stage_(std::move(stage)) {
-  writer_ = zc_state_writer{sizeof(zc_state_writer), 0, this, &put_tensor, &put_json};
+StateWriterView::StateWriterView(st::Writer* tensors, std::string prefix, std::string stage,
+                                 std::vector<Piece>* pieces)
+    : tensors_(tensors), prefix_(std::move(prefix)), stage_(std::move(stage)), pieces_(pieces) {
+  writer_ = zc_state_writer{};
+  writer_.struct_size = sizeof(zc_state_writer);
+  writer_.ctx = this;
+  writer_.put_tensor = &put_tensor;
+  writer_.put_json = &put_json;
+  writer_.put_tensor_slice = &put_tensor_slice;
 }
 
 zc_status* StateWriterView::put_tensor(void* ctx, const char* name, const DLTensor* t) {
@@ -565,6 +670,60 @@ zc_status* StateWriterView::put_tensor(void* ctx, const char* name, const DLTens
   try {
     if (!name || !t) return make_status(ZC_ERR_INVALID_ARGUMENT, "save_state: NULL tensor or name");
     v->tensors_->add(v->prefix_ + name, *t);
+    if (v->pieces_) {
+      Piece p;
+      p.name = name;
+      p.dtype = st::from_dlpack(t->dtype);
+      p.shape.assign(t->shape, t->shape + t->ndim);
+      p.count = sdk::numel(*t);
+      p.whole = true;
+      p.sha256 = sha256_hex(static_cast<const char*>(t->data) + t->byte_offset, sdk::nbytes(*t));
+      v->pieces_->push_back(std::move(p));
+    }
+    return nullptr;
+  } catch (const std::exception& e) {
+    return make_status(ZC_ERR_INVALID_ARGUMENT, v->stage_ + ": save_state: " + e.what());
+  }
+}
+
+zc_status* StateWriterView::put_tensor_slice(void* ctx, const char* name, const DLTensor* slice, int32_t ndim,
+                                             const int64_t* shape, int64_t begin) {
+  auto* v = static_cast<StateWriterView*>(ctx);
+  try {
+    if (!name || !slice || (ndim > 0 && !shape) || ndim < 0)
+      return make_status(ZC_ERR_INVALID_ARGUMENT, v->stage_ + ": save_state: put_tensor_slice: NULL argument");
+    int64_t numel = 1;
+    for (int32_t d = 0; d < ndim; ++d) numel *= shape[d];
+    const int64_t count = sdk::numel(*slice);
+    if (begin < 0 || count < 0 || begin + count > numel)
+      return make_status(ZC_ERR_INVALID_ARGUMENT, v->stage_ + ": save_state: slice [" + std::to_string(begin) + ", " +
+                                                      std::to_string(begin + count) + ") of '" + name +
+                                                      "' is outside its " + std::to_string(numel) + " elements");
+    if (!v->pieces_) {
+      if (begin != 0 || count != numel)
+        return make_status(ZC_ERR_UNSUPPORTED, v->stage_ + ": save_state: '" + name +
+                                                   "' is put in parts, but this checkpoint keeps the stage's "
+                                                   "tensors whole (parts are for a sharded optimizer)");
+      DLTensor whole = *slice;  // the whole tensor: store it under its shape
+      whole.ndim = ndim;
+      whole.shape = const_cast<int64_t*>(shape);
+      whole.strides = nullptr;
+      v->tensors_->add(v->prefix_ + name, whole);
+      return nullptr;
+    }
+    DLTensor flat = *slice;
+    int64_t n[1] = {count};
+    flat.ndim = 1;
+    flat.shape = n;
+    flat.strides = nullptr;
+    v->tensors_->add(v->prefix_ + name, flat);
+    Piece p;
+    p.name = name;
+    p.dtype = st::from_dlpack(slice->dtype);
+    p.shape.assign(shape, shape + ndim);
+    p.begin = begin;
+    p.count = count;
+    v->pieces_->push_back(std::move(p));
     return nullptr;
   } catch (const std::exception& e) {
     return make_status(ZC_ERR_INVALID_ARGUMENT, v->stage_ + ": save_state: " + e.what());

@@ -563,12 +563,6 @@ const std::vector<Unsupported>& unsupported_table() {
            return "'nccl' needs the CUDA backend, which is not implemented yet; use mpi (or auto)";
          return std::nullopt;
        }},
-      {"distributed.zero_stage",
-       [](const JsonValue& v) -> std::optional<std::string> {
-         if (v.IsInt64() && v.GetInt64() == 1)
-           return std::string("1 (sharded optimizer state) is not implemented yet; use 0");
-         return std::nullopt;
-       }},
       {"distributed.expert_parallel",
        [](const JsonValue& v) -> std::optional<std::string> {
          if (v.IsInt64() && v.GetInt64() > 1)

@@ -140,9 +140,22 @@ struct Engine::Impl::Loop {
     check_plugin_call(*e.model.component(), "params", mt->params(e.model.get(), &params));
     check_plugin_call(*e.optimizer.component(), "hessian_interval",
                       ot->hessian_interval(e.optimizer.get(), &hessian_interval));
-    if (ranks > 1 || tc.deterministic)
-      reducer = std::make_unique<dist::GradientReducer>(comm, params, e.cfg.distributed().bucket_mb, tc.deterministic);
+    if (e.layout) {
+      dist::GradientReducer::Options ro;
+      ro.bucket_mb = e.cfg.distributed().bucket_mb;
+      ro.deterministic = tc.deterministic;
+      ro.zero = e.zero();
+      reducer = std::make_unique<dist::GradientReducer>(comm, params, *e.layout, e.plan, ro);
+    }
     train_opts.zero_grad_each = hessian_opts.zero_grad_each = tc.deterministic;
+    if (reducer && !tc.deterministic) {
+      // The last micro-batch's backward announces final gradients: their
+      // buckets' reduction starts while it goes on.
+      train_opts.grads_ready_ctx = reducer.get();
+      train_opts.grads_ready = [](void* ctx, size_t first, size_t count) {
+        static_cast<dist::GradientReducer*>(ctx)->on_grads_ready(first, count);
+      };
+    }
     train_opts.after_each = [this](size_t) {
       if (ranks > 1) exchange.end_micro();
       if (reducer->deterministic()) reducer->add_micro();
@@ -210,6 +223,7 @@ struct Engine::Impl::Loop {
     } else {
       hessian_opts.step_target_tokens = step_tokens;
       if (reducer->deterministic()) reducer->begin();
+      else reducer->begin_fast();
       check_plugin_call(*e.model.component(), "forward_backward (sampled labels)",
                         acc.run(mt, e.model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED,
                                 hessian_seed ^ update, hessian_opts));
@@ -219,10 +233,11 @@ struct Engine::Impl::Loop {
     trace.span("hessian", t0);
   }
 
-  // The gradients of this rank's micro-batches become the global step's.
+  // The gradients of this rank's micro-batches become the global step's
+  // (with ZeRO-1, this rank's shard of them).
   void sum_gradients() {
     if (reducer->deterministic()) reducer->finish();
-    else reducer->allreduce();
+    else reducer->finish_fast();
   }
 
   // Forward/backward over the micro-batches (loss / step tokens), clip, the
@@ -241,6 +256,7 @@ struct Engine::Impl::Loop {
       train_opts.step_target_tokens = step_tokens;
       if (multi()) exchange.begin();
       if (reducer->deterministic()) reducer->begin();
+      else reducer->begin_fast();
       double local_loss = 0;
       check_plugin_call(*e.model.component(), "forward_backward",
                         acc.run(mt, e.model.get(), tc.loss_scale, multi() ? exchange.sink() : &sink.sink, &local_loss,
@@ -254,11 +270,18 @@ struct Engine::Impl::Loop {
         s.loss = x.loss;
         s.data_wait_ms = x.max_data_wait_ms;  // the slowest rank's
       }
-      s.comm_ms = reducer->take_comm_ms();
     }
     trace.span("forward_backward", t0);
     t0 = Clock::now();
-    s.grad_norm = core::clip_grad_norm(params, tc.clip_grad_norm);
+    if (!reducer) {
+      s.grad_norm = core::clip_grad_norm(params, tc.clip_grad_norm);
+    } else {
+      // The global norm (with ZeRO-1 from every rank's shard); each rank
+      // scales the gradients it holds summed.
+      s.grad_norm = reducer->norm();
+      const double coef = core::clip_coefficient(s.grad_norm, tc.clip_grad_norm);
+      if (coef < 1.0) reducer->scale(static_cast<float>(coef));
+    }
     trace.span("clip_grad_norm", t0);
     check_plugin_call(*e.scheduler.component(), "lr", sch->lr(e.scheduler.get(), e.step, e.cfg.optimizer().lr, &s.lr));
     s.action = e.guard->check(e.step, s.loss, s.grad_norm);
@@ -266,7 +289,13 @@ struct Engine::Impl::Loop {
       t0 = Clock::now();
       check_plugin_call(*e.optimizer.component(), "step", ot->step(e.optimizer.get(), s.lr, update));
       trace.span("optimizer_step", t0);
+      if (reducer && reducer->zero()) {  // every rank's updated shard to every rank
+        t0 = Clock::now();
+        reducer->allgather_params();
+        trace.span("allgather_params", t0);
+      }
     }
+    if (reducer) s.comm_ms = reducer->take_comm_ms();
     e.step = update;
     trace.sample_memory();
     s.tokens = step_tokens;
@@ -471,6 +500,7 @@ int Engine::run() {
       m.check_devices();
     });
     m.check_same_run();
+    start_phase(comm, [&] { m.make_groups(); });
     const bool resume = !m.opts.resume_from.empty();
     std::optional<ckpt::LoadedCheckpoint> ck;
     start_phase(comm, [&] {
@@ -546,6 +576,7 @@ int Engine::run() {
         const int64_t acc = m.cfg.training().gradient_accumulation, n = m.world_size();
         log::info("Training on " + std::to_string(n) + " processes (" + comm.describe() + ", CPU, " +
                   std::to_string(m.host->num_threads()) + " threads each), data parallel" +
+                  (m.zero() ? ", ZeRO-1 (optimizer state sharded)" : "") +
                   (m.cfg.training().deterministic ? ", deterministic reduction order" : "") +
                   ": global batch = batch_size " + std::to_string(d.batch_size) + " x gradient_accumulation " +
                   std::to_string(acc) + " x " + std::to_string(n) +

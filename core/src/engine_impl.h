@@ -12,6 +12,8 @@
 #include <zcode/core/checkpoint.h>
 #include <zcode/core/config.h>
 #include <zcode/core/dist/communicator.h>
+#include <zcode/core/dist/flat_layout.h>
+#include <zcode/core/dist/process_groups.h>
 #include <zcode/core/engine.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/registry.h>
@@ -60,6 +62,10 @@ struct Engine::Impl {
   std::string config_json;
   std::unique_ptr<Registry> registry;
   std::unique_ptr<HostServices> host;
+  // The job's process groups and the collectives plugins reach them by
+  // (zc_host_services.collectives); a run sets them up before any stage.
+  std::unique_ptr<dist::ProcessGroups> groups;
+  std::unique_ptr<dist::CollectivesService> collectives;
   std::unique_ptr<StageFactory> stages;  // over registry, host, config_json, run_dir
   // The job's processes: dist::world() for `run` (set first thing), a
   // one-process communicator otherwise (evaluate, generate, profile).
@@ -83,6 +89,15 @@ struct Engine::Impl {
   StageInstance eval_train_data;
   std::vector<std::pair<std::string, StageInstance>> evaluators;  // name, instance
   std::vector<std::pair<std::string, StageInstance>> callbacks;   // "callbacks[i].type", instance
+
+  // The flat parameter layout and the ranks' shards of it (multi-process
+  // or deterministic runs), and with ZeRO-1 this rank's part of every
+  // parameter, as the optimizer received it (zc_param_shard).
+  std::unique_ptr<dist::FlatLayout> layout;
+  dist::ShardPlan plan;
+  std::vector<int64_t> shard_begin, shard_end;
+  zc_param_shard shard_spec{};
+  bool zero() const { return cfg.distributed().zero_stage == 1; }
 
   // Loop state.
   uint64_t step = 0;  // optimizer steps done
@@ -113,6 +128,11 @@ struct Engine::Impl {
   // Engine::preflight: files, tokenizer, memory; nothing written.
   void preflight(bool training);
   void create_core_stages(bool training);
+  // The flat layout and the shard plan (see `layout`), before the optimizer
+  // is created: with ZeRO-1 the plan follows its shard_granularity.
+  void plan_shards();
+  // The groups and collective service of a run (every rank, in order).
+  void make_groups();
   // The resolved list: the defaults merged with the config's entries
   // (HarnessConfig's merge_callbacks), in that order.
   void create_callbacks();
@@ -135,14 +155,21 @@ struct Engine::Impl {
   };
   std::vector<StageSlot> stage_slots() const;
   ckpt::EngineState engine_state() const;
-  std::filesystem::path save_checkpoint();
-  // The checkpoint of every rank's step: the ranks hold the same weights,
-  // optimizer state and data position (data parallel, replicated), so rank 0
-  // writes the one checkpoint, as one process would, and the others wait.
-  void save_checkpoint_all() {
-    if (leader()) save_checkpoint();
-    if (world_size() > 1) communicator().barrier();
-  }
+  // Writes the checkpoint of this step from rank 0's stages; with `parts`
+  // (ZeRO-1) the optimizer's state is the ranks' parts already in the temp
+  // folder, and its JSON the one given.
+  struct OptimizerParts {
+    std::filesystem::path tmp;
+    std::string index, json;
+    std::vector<std::pair<std::string, std::string>> files;  // part, SHA-256
+  };
+  std::filesystem::path save_checkpoint(const OptimizerParts* parts = nullptr);
+  // The checkpoint of every rank's step. The ranks hold the same weights and
+  // data position (data parallel, replicated), so rank 0 writes them, as one
+  // process would; with ZeRO-1 every rank writes its part of the optimizer
+  // state first, and rank 0 publishes the folder only when every part is
+  // there (a collective: every rank calls it).
+  void save_checkpoint_all();
   // Loads every stage's state from a verified checkpoint. `only_model` for evaluate/generate.
   void restore(const ckpt::LoadedCheckpoint& ck, bool only_model);
   std::string summary_json(bool interrupted) const;

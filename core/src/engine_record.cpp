@@ -7,6 +7,10 @@
 
 #include "engine_impl.h"
 
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 namespace zcode {
 
 namespace fs = std::filesystem;
@@ -37,7 +41,7 @@ ckpt::EngineState Engine::Impl::engine_state() const {
   return e;
 }
 
-fs::path Engine::Impl::save_checkpoint() {
+fs::path Engine::Impl::save_checkpoint(const OptimizerParts* parts) {
   ckpt::CheckpointContents c;
   c.step = step;
   ckpt::StateRecord r;
@@ -46,6 +50,10 @@ fs::path Engine::Impl::save_checkpoint() {
   r.seed = cfg.seed();
   r.engine = engine_state();
   for (const auto& slot : stage_slots()) {
+    if (parts && slot.file == ckpt::TensorFile::kOptimizer) {  // saved by every rank already
+      r.stages.push_back({slot.key, slot.inst->component(), parts->json});
+      continue;
+    }
     ckpt::StateWriterView w(&c.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key), slot.key);
     check_plugin_call(*slot.inst->component(), "save_state",
                       slot.inst->component()->base()->save_state(slot.inst->get(), w.get()));
@@ -58,12 +66,98 @@ fs::path Engine::Impl::save_checkpoint() {
   r.overrides = cfg.overrides();
   r.environment_json = rundir::environment_json(host->num_threads());
   c.state_json = ckpt::state_json(r);
-  fs::path dir = ckpt::write_checkpoint(run_dir / "checkpoints", c, cfg.training().keep_last_n);
+  fs::path dir;
+  if (parts) {
+    c.optimizer_index = parts->index;
+    c.optimizer_parts = parts->files;
+    dir = ckpt::finish_checkpoint(run_dir / "checkpoints", parts->tmp, c, cfg.training().keep_last_n);
+  } else {
+    dir = ckpt::write_checkpoint(run_dir / "checkpoints", c, cfg.training().keep_last_n);
+  }
   log::info("Checkpoint saved to " + dir.string());
   sdk::json::Writer ev;
   ev.begin_object().key("path").string(dir.string()).key("step").integer(step).end_object();
   emit(ZC_EVENT_CHECKPOINT, ev.str());
   return dir;
+}
+
+void Engine::Impl::save_checkpoint_all() {
+  if (!zero()) {
+    if (leader()) save_checkpoint();
+    if (world_size() > 1) communicator().barrier();
+    return;
+  }
+  // ZeRO-1: each rank writes its part of the optimizer state into the
+  // temp folder rank 0 made; rank 0 publishes the folder once every part is
+  // there and the pieces tile every tensor. Every step below is agreed on,
+  // so a rank that fails makes every rank fail, and none waits forever.
+  dist::Communicator& c = communicator();
+  const fs::path root = run_dir / "checkpoints";
+  std::string tmp;  // "!" + message: rank 0 could not make it
+  if (leader()) {
+    try {
+      tmp = ckpt::begin_checkpoint(root, step).string();
+    } catch (const std::exception& e) {
+      tmp = std::string("!") + e.what();
+    }
+  }
+  c.broadcast_bytes(tmp, 0);
+  if (!tmp.empty() && tmp[0] == '!') throw ckpt::CheckpointError(tmp.substr(1));
+  std::string mine, json;
+  try {
+    sdk::safetensors::Writer w;
+    std::vector<ckpt::Piece> pieces;
+    ckpt::StateWriterView view(&w, "", "optimizer", &pieces);
+    check_plugin_call(*optimizer.component(), "save_state",
+                      optimizer.component()->base()->save_state(optimizer.get(), view.get()));
+    if (view.json()) json = *view.json();
+    const std::string part = ckpt::optimizer_part_name(rank(), world_size());
+    const std::string sha = ckpt::write_part(tmp, part, w.serialize());
+    mine = sdk::json::Writer()
+               .begin_object()
+               .key("sha256")
+               .string(sha)
+               .key("pieces")
+               .raw(ckpt::pieces_json(pieces, part))
+               .end_object()
+               .str();
+  } catch (const std::exception& e) {
+    mine = sdk::json::Writer().begin_object().key("error").string(e.what()).end_object().str();
+  }
+  const std::vector<std::string> all = c.allgather_bytes(mine);
+  std::string failure;
+  OptimizerParts parts;
+  parts.tmp = tmp;
+  parts.json = json;
+  std::vector<std::string> rank_pieces;
+  for (size_t q = 0; q < all.size() && failure.empty(); ++q) {
+    rapidjson::Document d;
+    d.Parse(all[q].c_str());
+    if (d.HasParseError() || !d.IsObject() || d.HasMember("error") || !d.HasMember("sha256"))
+      failure = "rank " + std::to_string(q) + " could not write its part of the optimizer state: " +
+                (d.IsObject() && d.HasMember("error") && d["error"].IsString() ? d["error"].GetString() : "?");
+    else {
+      parts.files.emplace_back(ckpt::optimizer_part_name(static_cast<int>(q), world_size()), d["sha256"].GetString());
+      rapidjson::StringBuffer sb;
+      rapidjson::Writer<rapidjson::StringBuffer> jw(sb);
+      d["pieces"].Accept(jw);
+      rank_pieces.emplace_back(sb.GetString(), sb.GetSize());
+    }
+  }
+  std::string outcome;  // rank 0's: "" or the error every rank reports
+  if (leader()) {
+    try {
+      if (!failure.empty()) throw ckpt::CheckpointError(failure);
+      parts.index = ckpt::build_part_index(rank_pieces);
+      save_checkpoint(&parts);
+    } catch (const std::exception& e) {
+      outcome = e.what();
+      std::error_code ec;
+      fs::remove_all(tmp, ec);  // the previous checkpoint and `latest` stay
+    }
+  }
+  c.broadcast_bytes(outcome, 0);
+  if (!outcome.empty()) throw ckpt::CheckpointError("checkpoint of step " + std::to_string(step) + ": " + outcome);
 }
 
 void Engine::Impl::restore(const ckpt::LoadedCheckpoint& ck, bool only_model) {
@@ -73,9 +167,14 @@ void Engine::Impl::restore(const ckpt::LoadedCheckpoint& ck, bool only_model) {
     std::string json;
     if (const std::string* j = state.stage(slot.key)) json = *j;
     else if (!only_model) log::warn("resume: the checkpoint has no state for " + slot.key + " (it starts fresh)");
-    ckpt::StateReaderView rd(ck.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key), std::move(json));
+    std::unique_ptr<ckpt::StateReaderView> rd;
+    if (slot.file == ckpt::TensorFile::kOptimizer && ck.optimizer_parts)  // saved in parts (ZeRO-1), any layout
+      rd = std::make_unique<ckpt::StateReaderView>(ck.optimizer_parts.get(), std::move(json));
+    else
+      rd = std::make_unique<ckpt::StateReaderView>(ck.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key),
+                                                   std::move(json));
     check_plugin_call(*slot.inst->component(), "load_state",
-                      slot.inst->component()->base()->load_state(slot.inst->get(), rd.get()));
+                      slot.inst->component()->base()->load_state(slot.inst->get(), rd->get()));
   }
   if (only_model) return;
   resumed = true;

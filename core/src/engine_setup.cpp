@@ -108,8 +108,9 @@ void Engine::Impl::create_core_stages(bool training) {
   if (training) {
     train_data = stages->create(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader", cfg.section_json("data"),
                                 {.tokenizer = tokenizer.ref(), .split = "train"});
+    plan_shards();
     optimizer = stages->create(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name", cfg.section_json("optimizer"),
-                               {.model = model.ref()});
+                               {.model = model.ref(), .shard = zero() ? &shard_spec : nullptr});
     scheduler =
         stages->create(ZC_KIND_SCHEDULER, cfg.scheduler().type, "scheduler.type", cfg.section_json("scheduler"));
   }
@@ -117,6 +118,37 @@ void Engine::Impl::create_core_stages(bool training) {
   for (const auto& name : cfg.evaluation().plugins)
     evaluators.emplace_back(name, stages->create(ZC_KIND_EVALUATOR, name, "evaluation.plugins", eval_opts,
                                                  {.tokenizer = tokenizer.ref(), .model = model.ref()}));
+}
+
+void Engine::Impl::make_groups() {
+  groups = std::make_unique<dist::ProcessGroups>(communicator(), static_cast<int>(cfg.distributed().expert_parallel));
+  collectives = std::make_unique<dist::CollectivesService>(*groups);
+  host->set_collectives(collectives->table());
+}
+
+void Engine::Impl::plan_shards() {
+  if (!zero() && world_size() == 1 && !cfg.training().deterministic) return;  // nothing moves between ranks
+  zc_param_list params{};
+  check_plugin_call(*model.component(), "params", model.component()->as<zc_model_table>()->params(model.get(), &params));
+  layout = std::make_unique<dist::FlatLayout>(params);
+  std::vector<int64_t> multiples(params.count, 1);
+  if (zero()) {
+    const Component& oc = registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name");
+    const auto* ot = oc.as<zc_optimizer_table>();
+    if (!ZC_TABLE_HAS_SLOT(ot, zc_optimizer_table, shard_granularity))
+      throw ConfigValidationError(
+          cfg.origin(), {{"distributed.zero_stage",
+                          "1 needs an optimizer that can keep state for a part of the parameters; " + oc.label() +
+                              " cannot (its table has no shard_granularity, ABI 1.5); use zero_stage 0"}});
+    const std::string opts = cfg.section_json("optimizer");
+    const zc_create_args a = stages->args(opts, {.model = model.ref()});
+    check_plugin_call(oc, "shard_granularity", ot->shard_granularity(&a, multiples.data(), multiples.size()));
+  }
+  plan = dist::plan_shards(*layout, world_size(), multiples);
+  shard_begin.assign(params.count, 0);
+  shard_end.assign(params.count, 0);
+  for (size_t i = 0; i < params.count; ++i) plan.tensor_range(*layout, rank(), i, &shard_begin[i], &shard_end[i]);
+  shard_spec = zc_param_shard{sizeof(zc_param_shard), ZC_GROUP_DATA, params.count, shard_begin.data(), shard_end.data()};
 }
 
 void Engine::Impl::create_callbacks() {

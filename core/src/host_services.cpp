@@ -1,6 +1,7 @@
 // Host side of zc_host_services: status objects, logging, allocation,
 // seeds and the stop flag.
 #include <zcode/core/host_services.h>
+#include <zcode/core/dist/process_groups.h>
 #include <zcode/core/log.h>
 #include <zcode/sdk/hash.h>
 
@@ -147,6 +148,7 @@ void fill(zc_host_services& t, uint64_t seed, int32_t num_threads, DLDevice devi
   t.status_code = &svc_status_code;
   t.status_message = &svc_status_message;
   t.status_release = &svc_status_release;
+  t.collectives = dist::CollectivesService::single_process();
 }
 
 }  // namespace
@@ -163,6 +165,10 @@ const zc_host_services* process_host_services() {
 
 HostServices::HostServices(uint64_t seed, int32_t num_threads, DLDevice device) {
   fill(table_, seed, num_threads, device);
+}
+
+void HostServices::set_collectives(const zc_collectives* c) {
+  table_.collectives = c ? c : dist::CollectivesService::single_process();
 }
 
 }  // namespace zcode

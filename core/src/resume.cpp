@@ -69,8 +69,10 @@ bool is_non_architecture_model_field(std::string_view path) {
 }
 
 // The fields of the process layout: a resume may change them without a
-// warning as long as the global batch stays (else one warning names it) (zcode/core/dist/: the
-// checkpoint is one logical checkpoint, whatever the number of ranks).
+// warning as long as the global batch stays, and is refused when it does not
+// (zcode/core/dist/: the checkpoint is one logical checkpoint, whatever the
+// number of ranks, ZeRO stage or accumulation, but a different global batch
+// is a different run: its data position and schedule no longer match).
 bool is_layout_field(std::string_view path) {
   return path == "hardware.devices" || path == "hardware.num_threads" || path == "training.gradient_accumulation" ||
          path == "distributed" || path.rfind("distributed.", 0) == 0;
@@ -95,7 +97,7 @@ int64_t global_batch(const std::map<std::string, std::string>& f) {
 }  // namespace
 
 std::string ConfigDiff::fatal_message() const {
-  std::string m = "resume: the architecture or tokenizer changed, which a checkpoint cannot follow: " + fatal[0];
+  std::string m = "resume: the checkpoint cannot follow this change: " + fatal[0];
   if (fatal.size() > 1) m += " (and " + std::to_string(fatal.size() - 1) + " more)";
   return m;
 }
@@ -134,14 +136,13 @@ ConfigDiff diff_resume_config(const std::string& checkpoint_json, const std::str
       }
       if (batch_said) return;
       batch_said = true;  // one line for the product, however many of its factors changed
-      diff.changed.push_back(
+      diff.fatal.push_back(
           "the global batch (data.batch_size x training.gradient_accumulation x hardware.devices) changes from " +
           std::to_string(batch_was) + " (" + value(fa, "data.batch_size") + " x " +
           value(fa, "training.gradient_accumulation") + " x " + value(fa, "hardware.devices") + ") to " +
           std::to_string(batch_now) + " (" + value(fb, "data.batch_size") + " x " +
           value(fb, "training.gradient_accumulation") + " x " + value(fb, "hardware.devices") +
-          "): training goes on from the checkpoint but is not the uninterrupted run; to resume exactly on N "
-          "processes keep the product, gradient_accumulation = " +
+          "); a resume keeps it: on N processes set gradient_accumulation = " +
           std::to_string(batch_was) + " / (batch_size x N)");
       return;
     }

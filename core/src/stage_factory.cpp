@@ -15,6 +15,7 @@ zc_create_args stage_args(const zc_host_services* host, const char* options_json
   a.tokenizer = links.tokenizer;
   a.model = links.model;
   a.split = links.split;
+  a.shard = links.shard;
   return a;
 }
 

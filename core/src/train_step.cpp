@@ -4,6 +4,9 @@
 
 #include <rapidjson/document.h>
 
+#include <zcode/kernels/block_sum.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -26,7 +29,7 @@ float* grad_data(const zc_param& p) {
 }
 
 // Σ g² in double with 4 independent accumulators (a fixed order, so the same
-// inputs give the same bits; 4 lanes let the loop pipeline).
+// inputs give the same bits; 4 lanes let the loop pipeline): one block's partial.
 double sum_squares(const float* g, int64_t n) {
   double a[4] = {0, 0, 0, 0};
   int64_t i = 0;
@@ -47,27 +50,47 @@ const int32_t* ids(const DLTensor& t) {
   return reinterpret_cast<const int32_t*>(static_cast<const char*>(t.data) + t.byte_offset);
 }
 
+// Calls f(partial) for every kSumBlock block of every gradient's range, in order.
+template <class F>
+void for_each_block(const zc_param_list& params, const int64_t* begin, const int64_t* end, F&& f) {
+  for (size_t i = 0; i < params.count; ++i) {
+    const float* g = grad_data(params.params[i]);
+    const int64_t lo = begin ? begin[i] : 0, hi = end ? end[i] : numel(*params.params[i].grad);
+    for (int64_t b = lo; b < hi; b += kernels::kSumBlock)
+      f(sum_squares(g + b, std::min(hi, b + kernels::kSumBlock) - b));
+  }
+}
+
 }  // namespace
 
+void grad_square_partials(const zc_param_list& params, const int64_t* begin, const int64_t* end,
+                          std::vector<double>& out) {
+  for_each_block(params, begin, end, [&](double p) { out.push_back(p); });
+}
+
 double grad_norm(const zc_param_list& params) {
-  double total = 0.0;
-  for (size_t i = 0; i < params.count; ++i)
-    total += sum_squares(grad_data(params.params[i]), numel(*params.params[i].grad));
+  double total = 0.0;  // the left fold of the blocks' partials
+  for_each_block(params, nullptr, nullptr, [&](double p) { total += p; });
   return std::sqrt(total);
+}
+
+void scale_grads(const zc_param_list& params, float c, const int64_t* begin, const int64_t* end) {
+  for (size_t i = 0; i < params.count; ++i) {
+    float* g = grad_data(params.params[i]);
+    const int64_t lo = begin ? begin[i] : 0, hi = end ? end[i] : numel(*params.params[i].grad);
+    for (int64_t j = lo; j < hi; ++j) g[j] *= c;
+  }
+}
+
+double clip_coefficient(double norm, double max_norm) {
+  if (max_norm <= 0.0 || !std::isfinite(norm)) return 1.0;
+  return std::min(1.0, max_norm / (norm + 1e-6));
 }
 
 double clip_grad_norm(const zc_param_list& params, double max_norm) {
   const double norm = grad_norm(params);
-  if (max_norm <= 0.0 || !std::isfinite(norm)) return norm;
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
-    const float c = static_cast<float>(coef);
-    for (size_t i = 0; i < params.count; ++i) {
-      float* g = grad_data(params.params[i]);
-      const int64_t n = numel(*params.params[i].grad);
-      for (int64_t j = 0; j < n; ++j) g[j] *= c;
-    }
-  }
+  const double coef = clip_coefficient(norm, max_norm);
+  if (coef < 1.0) scale_grads(params, static_cast<float>(coef), nullptr, nullptr);
   return norm;
 }
 
@@ -161,10 +184,14 @@ zc_status* GradientAccumulator::run(const zc_model_table* model, void* instance,
                          if (std::strcmp(name, "loss") == 0) t->loss += v;
                          if (t->next && t->next->put) t->next->put(t->next->ctx, name, v);
                        }};
-  const zc_fb_options opt = make_fb_options(normalizer, loss_scale, label_mode, sample_seed);
+  zc_fb_options opt = make_fb_options(normalizer, loss_scale, label_mode, sample_seed);
   for (size_t i = 0; i < count_; ++i) {
     if (i == 0 || ro.zero_grad_each)
       if (zc_status* s = model->zero_grad(instance)) return s;
+    if (i + 1 == count_) {
+      opt.grads_ready_ctx = ro.grads_ready_ctx;
+      opt.grads_ready = ro.grads_ready;
+    }
     if (zc_status* s = model->forward_backward(instance, &slots_[i].batch, &opt, &mine)) return s;
     if (ro.after_each) ro.after_each(i);
   }

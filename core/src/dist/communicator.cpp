@@ -26,21 +26,30 @@ namespace {
 
 class SingleProcess final : public Communicator {
  public:
+  explicit SingleProcess(LaunchInfo l = {}) : launch_(std::move(l)) {}
   const LaunchInfo& launch() const override { return launch_; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
   std::string describe() const override { return "single process"; }
   void allreduce(void*, size_t, DType, ReduceOp) override {}
   void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t, ReduceOp) override {
-    copy(send, recv, counts, t);
+    copy(send, recv, first(counts), t);
   }
   void allgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
-    copy(mine, all, counts, t);
+    copy(mine, all, first(counts), t);
+  }
+  void alltoallv(const void* send, std::span<const size_t> send_counts, void* recv, std::span<const size_t>,
+                 DType t) override {
+    copy(send, recv, first(send_counts), t);
   }
   void alltoall_ranges(const void* send, void* recv, std::span<const size_t> counts, DType t) override {
-    copy(send, recv, counts, t);
+    copy(send, recv, first(counts), t);
   }
+  void broadcast(void*, size_t, DType, int) override {}
   std::vector<std::string> allgather_bytes(const std::string& mine) override { return {mine}; }
   void broadcast_bytes(std::string&, int) override {}
   void barrier() override {}
+  std::unique_ptr<Request> iallreduce(void*, size_t, DType, ReduceOp) override { return std::make_unique<Done>(); }
   std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
                                            ReduceOp op) override {
     reduce_scatter(send, recv, counts, t, op);
@@ -50,17 +59,25 @@ class SingleProcess final : public Communicator {
     allgatherv(mine, all, counts, t);
     return std::make_unique<Done>();
   }
+  std::unique_ptr<Request> ialltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                                      std::span<const size_t> recv_counts, DType t) override {
+    alltoallv(send, send_counts, recv, recv_counts, t);
+    return std::make_unique<Done>();
+  }
+  std::unique_ptr<Request> ibroadcast(void*, size_t, DType, int) override { return std::make_unique<Done>(); }
+  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SingleProcess>(launch_); }
   [[noreturn]] void abort(int code) override { _exit(code); }
 
  private:
   struct Done final : Request {
     void wait() override {}
+    bool test() override { return true; }
   };
-  static void copy(const void* from, void* to, std::span<const size_t> counts, DType t) {
-    const size_t n = counts.empty() ? 0 : counts[0];
+  static size_t first(std::span<const size_t> counts) { return counts.empty() ? 0 : counts[0]; }
+  static void copy(const void* from, void* to, size_t n, DType t) {
     if (from != to && n) std::memmove(to, from, n * dtype_size(t));
   }
-  LaunchInfo launch_{};
+  LaunchInfo launch_;
 };
 
 std::mutex g_mu;

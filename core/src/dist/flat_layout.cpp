@@ -1,7 +1,11 @@
 // flat_layout.cpp: see zcode/core/dist/flat_layout.h.
 #include <zcode/core/dist/flat_layout.h>
 
+#include <zcode/kernels/block_sum.h>
+
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 
 namespace zcode::dist {
@@ -50,9 +54,98 @@ void FlatLayout::pack_grads(const zc_param_list& params, float* flat) const {
     std::memcpy(flat + entries_[i].offset, grad_data(params.params[i]), entries_[i].numel * sizeof(float));
 }
 
+void FlatLayout::pack_grad(const zc_param_list& params, size_t i, float* flat) const {
+  std::memcpy(flat + entries_[i].offset, grad_data(params.params[i]), entries_[i].numel * sizeof(float));
+}
+
 void FlatLayout::unpack_grads(const float* flat, const zc_param_list& params) const {
   for (size_t i = 0; i < entries_.size(); ++i)
     std::memcpy(grad_data(params.params[i]), flat + entries_[i].offset, entries_[i].numel * sizeof(float));
+}
+
+void FlatLayout::pack_values(const zc_param_list& params, float* range, size_t begin, size_t end) const {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const size_t lo = std::max(begin, e.offset), hi = std::min(end, e.offset + e.numel);
+    if (lo >= hi) continue;
+    const DLTensor* v = params.params[i].value;
+    const float* src = reinterpret_cast<const float*>(static_cast<const char*>(v->data) + v->byte_offset);
+    std::memcpy(range + (lo - begin), src + (lo - e.offset), (hi - lo) * sizeof(float));
+  }
+}
+
+void FlatLayout::unpack_values(const float* range, const zc_param_list& params, size_t begin, size_t end) const {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const size_t lo = std::max(begin, e.offset), hi = std::min(end, e.offset + e.numel);
+    if (lo >= hi) continue;
+    const DLTensor* v = params.params[i].value;
+    float* dst = reinterpret_cast<float*>(static_cast<char*>(v->data) + v->byte_offset);
+    std::memcpy(dst + (lo - e.offset), range + (lo - begin), (hi - lo) * sizeof(float));
+  }
+}
+
+void FlatLayout::unpack_grads(const float* range, const zc_param_list& params, size_t begin, size_t end) const {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const size_t lo = std::max(begin, e.offset), hi = std::min(end, e.offset + e.numel);
+    if (lo >= hi) continue;
+    std::memcpy(grad_data(params.params[i]) + (lo - e.offset), range + (lo - begin), (hi - lo) * sizeof(float));
+  }
+}
+
+std::vector<size_t> ShardPlan::counts() const {
+  std::vector<size_t> c(static_cast<size_t>(parts()));
+  for (int q = 0; q < parts(); ++q) c[static_cast<size_t>(q)] = end(q) - begin(q);
+  return c;
+}
+
+void ShardPlan::tensor_range(const FlatLayout& layout, int q, size_t i, int64_t* b, int64_t* e) const {
+  const FlatLayout::Entry& t = layout.entries()[i];
+  const size_t lo = std::max(begin(q), t.offset), hi = std::min(end(q), t.offset + t.numel);
+  *b = *e = 0;
+  if (lo < hi) {
+    *b = static_cast<int64_t>(lo - t.offset);
+    *e = static_cast<int64_t>(hi - t.offset);
+  }
+}
+
+ShardPlan plan_shards(const FlatLayout& layout, int parts, const std::vector<int64_t>& multiples) {
+  const auto& ent = layout.entries();
+  if (parts < 1) throw std::invalid_argument("plan_shards: parts < 1");
+  if (multiples.size() != ent.size())
+    throw std::invalid_argument("plan_shards: " + std::to_string(multiples.size()) + " granularities for " +
+                                std::to_string(ent.size()) + " tensors");
+  // The cut multiple of each tensor: lcm(optimizer's, norm block); a tensor
+  // no larger than it is never cut inside.
+  std::vector<size_t> step(ent.size());
+  for (size_t i = 0; i < ent.size(); ++i) {
+    const auto m = static_cast<size_t>(std::max<int64_t>(1, multiples[i]));
+    step[i] = std::lcm(m, static_cast<size_t>(kernels::kSumBlock));
+  }
+  ShardPlan plan;
+  plan.bounds.assign(static_cast<size_t>(parts) + 1, 0);
+  plan.bounds.back() = layout.size();
+  size_t t = 0;  // tensor the search is in (targets grow with q)
+  for (int q = 1; q < parts; ++q) {
+    const size_t target = layout.size() * static_cast<size_t>(q) / static_cast<size_t>(parts);
+    while (t + 1 < ent.size() && ent[t + 1].offset <= target) ++t;
+    // Allowed cuts around the target: inside tensor t at multiples of its
+    // step, its start, and the next tensor's start (or the end).
+    const size_t start = ent.empty() ? 0 : ent[t].offset;
+    const size_t next = t + 1 < ent.size() ? ent[t + 1].offset : layout.size();
+    size_t below = start, above = next;
+    if (!ent.empty() && target > start && ent[t].numel > 0) {
+      const size_t kmax = (ent[t].numel - 1) / step[t];  // the last cut inside the tensor
+      const size_t k = std::min((target - start) / step[t], kmax);
+      below = start + k * step[t];
+      if (k < kmax) above = start + (k + 1) * step[t];
+    }
+    size_t cut = target - below <= above - target ? below : above;
+    cut = std::max(cut, plan.bounds[static_cast<size_t>(q) - 1]);
+    plan.bounds[static_cast<size_t>(q)] = cut;
+  }
+  return plan;
 }
 
 std::vector<size_t> split_range(size_t begin, size_t end, int parts, size_t granule) {

@@ -1,9 +1,13 @@
 // gradient_reducer.cpp: see zcode/core/dist/gradient_reducer.h.
 #include <zcode/core/dist/gradient_reducer.h>
+#include <zcode/core/train_step.h>
+
+#include <zcode/kernels/block_sum.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace zcode::dist {
@@ -17,46 +21,158 @@ struct CommTimer {
 
 }  // namespace
 
-GradientReducer::GradientReducer(Communicator& comm, const zc_param_list& params, double bucket_mb, bool deterministic)
-    : comm_(comm), params_(params), layout_(params), deterministic_(deterministic), flat_(layout_.size(), 0.0f) {
-  if (!(bucket_mb > 0)) throw std::invalid_argument("distributed.bucket_mb: expected a number > 0");
-  const int n = comm_.size();
-  const size_t g = FlatLayout::kGranule;
-  if (deterministic_) {
-    counts_ = split_range(0, layout_.size(), n, g);
-    for (int q = 0; q < comm_.rank(); ++q) shard_offset_ += counts_[static_cast<size_t>(q)];
-    shard_.assign(counts_[static_cast<size_t>(comm_.rank())], 0.0f);
+// One bucket of the fast path: flat [begin, end), reduce-scattered with
+// `counts` into shard_ at `out` (this rank's piece, `mine` elements), then
+// (without ZeRO) all-gathered back into flat_.
+struct GradientReducer::Bucket {
+  size_t begin = 0, end = 0;
+  std::vector<size_t> counts;
+  size_t out = 0, mine = 0;
+  std::unique_ptr<Request> rs, ag;
+  bool started = false;
+};
+
+GradientReducer::GradientReducer(Communicator& comm, const zc_param_list& params, const FlatLayout& layout,
+                                 const ShardPlan& plan, const Options& opts)
+    : comm_(comm), params_(params), layout_(layout), plan_(plan), opts_(opts), flat_(layout.size(), 0.0f) {
+  if (!(opts_.bucket_mb > 0)) throw std::invalid_argument("distributed.bucket_mb: expected a number > 0");
+  const int n = comm_.size(), me = comm_.rank();
+  if (plan_.parts() != n)
+    throw std::invalid_argument("gradient reduction: a shard plan of " + std::to_string(plan_.parts()) + " parts for " +
+                                std::to_string(n) + " ranks");
+  my_lo_ = plan_.begin(me);
+  my_hi_ = plan_.end(me);
+  counts_ = plan_.counts();
+  const size_t tensors = layout_.entries().size();
+  my_begin_.resize(tensors);
+  my_end_.resize(tensors);
+  for (size_t i = 0; i < tensors; ++i) plan_.tensor_range(layout_, me, i, &my_begin_[i], &my_end_[i]);
+  if (opts_.zero) {
+    // The norm's partials: every rank's blocks, in rank (= flat) order.
+    partial_counts_.assign(static_cast<size_t>(n), 0);
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < tensors; ++i) {
+        int64_t b = 0, e = 0;
+        plan_.tensor_range(layout_, q, i, &b, &e);
+        partial_counts_[static_cast<size_t>(q)] += static_cast<size_t>(kernels::sum_blocks(e - b));
+      }
+    size_t total = 0;
+    for (size_t c : partial_counts_) total += c;
+    partials_.reserve(partial_counts_[static_cast<size_t>(me)]);
+    all_partials_.assign(total, 0.0);
+  }
+  if (opts_.deterministic) {
+    shard_.assign(my_hi_ - my_lo_, 0.0f);
     recv_.assign(static_cast<size_t>(n) * shard_.size(), 0.0f);
     return;
   }
   // Buckets of bucket_mb (a multiple of n granules), from the end of the
   // index: the order in which a backward pass finishes the gradients.
-  const size_t unit = g * static_cast<size_t>(n);
-  size_t per = static_cast<size_t>(std::llround(bucket_mb * 1024.0 * 1024.0 / sizeof(float)));
+  const size_t g = FlatLayout::kGranule, unit = g * static_cast<size_t>(n);
+  size_t per = static_cast<size_t>(std::llround(opts_.bucket_mb * 1024.0 * 1024.0 / sizeof(float)));
   per = std::max(unit, per / unit * unit);
-  size_t largest = 0;
+  size_t out = 0;
   for (size_t end = layout_.size(); end > 0;) {
-    const size_t begin = end > per ? end - per : 0;
-    buckets_.emplace_back(begin, end);
-    bucket_counts_.push_back(split_range(begin, end, n, g));
-    largest = std::max(largest, bucket_counts_.back()[static_cast<size_t>(comm_.rank())]);
-    end = begin;
+    Bucket b;
+    b.begin = end > per ? end - per : 0;
+    b.end = end;
+    if (opts_.zero) {
+      // Each rank receives the part of the bucket inside its shard.
+      b.counts.resize(static_cast<size_t>(n));
+      for (int q = 0; q < n; ++q) {
+        const size_t lo = std::max(b.begin, plan_.begin(q)), hi = std::min(b.end, plan_.end(q));
+        b.counts[static_cast<size_t>(q)] = hi > lo ? hi - lo : 0;
+      }
+      b.mine = b.counts[static_cast<size_t>(me)];
+      b.out = b.mine ? std::max(b.begin, my_lo_) - my_lo_ : 0;
+    } else {
+      b.counts = split_range(b.begin, b.end, n, g);  // every rank reduces an equal piece of every bucket
+      b.mine = b.counts[static_cast<size_t>(me)];
+      b.out = out;
+      out += b.mine;
+    }
+    end = b.begin;
+    buckets_.push_back(std::move(b));
   }
-  shard_.assign(largest, 0.0f);
+  shard_.assign(opts_.zero ? my_hi_ - my_lo_ : out, 0.0f);
+  // Which buckets each tensor overlaps (a tensor may straddle two).
+  tensor_buckets_.resize(tensors);
+  tensor_pending_.assign(buckets_.size(), 0);
+  packed_.assign(tensors, 0);
+  for (size_t i = 0; i < tensors; ++i) {
+    const auto& e = layout_.entries()[i];
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (e.numel > 0 && buckets_[b].begin < e.offset + e.numel && e.offset < buckets_[b].end)
+        tensor_buckets_[i].push_back(b);
+  }
 }
 
-void GradientReducer::allreduce() {
-  layout_.pack_grads(params_, flat_.data());
-  {
-    CommTimer t{comm_ms_};
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      float* base = flat_.data() + buckets_[b].first;
-      comm_.reduce_scatter(base, shard_.data(), bucket_counts_[b], DType::kF32, ReduceOp::kSum);
-      comm_.allgatherv(shard_.data(), base, bucket_counts_[b], DType::kF32);
-    }
+GradientReducer::~GradientReducer() = default;
+
+// ---- fast path ----------------------------------------------------------------
+
+void GradientReducer::begin_fast() {
+  std::fill(tensor_pending_.begin(), tensor_pending_.end(), 0);
+  std::fill(packed_.begin(), packed_.end(), 0);
+  for (const auto& tb : tensor_buckets_)
+    for (size_t b : tb) ++tensor_pending_[b];
+  for (Bucket& b : buckets_) b.started = false;
+}
+
+void GradientReducer::start_bucket(size_t b) {
+  Bucket& k = buckets_[b];
+  CommTimer t{comm_ms_};
+  k.rs = comm_.ireduce_scatter(flat_.data() + k.begin, shard_.data() + k.out, k.counts, DType::kF32, ReduceOp::kSum);
+  k.started = true;
+}
+
+void GradientReducer::progress() {
+  // Open MPI advances a non-blocking collective only inside MPI calls.
+  for (Bucket& k : buckets_)
+    if (k.started && k.rs) k.rs->test();
+}
+
+void GradientReducer::pack_final(size_t i) {
+  if (packed_[i]) return;  // announced twice: the model broke the contract, but count it once
+  packed_[i] = 1;
+  layout_.pack_grad(params_, i, flat_.data());
+  for (size_t b : tensor_buckets_[i]) --tensor_pending_[b];
+}
+
+void GradientReducer::on_grads_ready(size_t first, size_t count) {
+  const size_t tensors = layout_.entries().size();
+  for (size_t i = first; i < first + count && i < tensors; ++i) pack_final(i);
+  // Start ready buckets in bucket order only: every rank starts the same
+  // collectives in the same order, whatever order the model announces in.
+  for (size_t b = 0; b < buckets_.size() && tensor_pending_[b] == 0; ++b)
+    if (!buckets_[b].started) start_bucket(b);
+  progress();
+}
+
+void GradientReducer::finish_fast() {
+  // Tensors never announced are final now: pack them and start the rest.
+  for (size_t i = 0; i < packed_.size(); ++i) pack_final(i);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (!buckets_[b].started) start_bucket(b);
+  CommTimer t{comm_ms_};
+  for (Bucket& k : buckets_) {
+    k.rs->wait();
+    k.rs.reset();
+    if (!opts_.zero)
+      k.ag = comm_.iallgatherv(shard_.data() + k.out, flat_.data() + k.begin, k.counts, DType::kF32);
+  }
+  if (opts_.zero) {
+    layout_.unpack_grads(shard_.data(), params_, my_lo_, my_hi_);
+    return;
+  }
+  for (Bucket& k : buckets_) {
+    k.ag->wait();
+    k.ag.reset();
   }
   layout_.unpack_grads(flat_.data(), params_);
 }
+
+// ---- deterministic path ---------------------------------------------------------
 
 void GradientReducer::begin() { std::fill(shard_.begin(), shard_.end(), 0.0f); }
 
@@ -76,11 +192,44 @@ void GradientReducer::add_micro() {
 }
 
 void GradientReducer::finish() {
+  if (opts_.zero) {
+    layout_.unpack_grads(shard_.data(), params_, my_lo_, my_hi_);
+    return;
+  }
   {
     CommTimer t{comm_ms_};
     comm_.allgatherv(shard_.data(), flat_.data(), counts_, DType::kF32);
   }
   layout_.unpack_grads(flat_.data(), params_);
+}
+
+// ---- after the sum -------------------------------------------------------------
+
+double GradientReducer::norm() {
+  if (!opts_.zero) return core::grad_norm(params_);
+  partials_.clear();
+  core::grad_square_partials(params_, my_begin_.data(), my_end_.data(), partials_);
+  {
+    CommTimer t{comm_ms_};
+    comm_.allgatherv(partials_.data(), all_partials_.data(), partial_counts_, DType::kF64);
+  }
+  return std::sqrt(kernels::fold(all_partials_.data(), static_cast<int64_t>(all_partials_.size())));
+}
+
+void GradientReducer::scale(float c) {
+  if (opts_.zero) core::scale_grads(params_, c, my_begin_.data(), my_end_.data());
+  else core::scale_grads(params_, c, nullptr, nullptr);
+}
+
+void GradientReducer::allgather_params() {
+  if (!opts_.zero) return;
+  float* mine = flat_.data() + my_lo_;
+  layout_.pack_values(params_, mine, my_lo_, my_hi_);
+  {
+    CommTimer t{comm_ms_};
+    comm_.allgatherv(mine, flat_.data(), counts_, DType::kF32);
+  }
+  layout_.unpack_values(flat_.data(), params_, 0, layout_.size());
 }
 
 double GradientReducer::take_comm_ms() {

@@ -1,6 +1,6 @@
-// mpi_communicator.cpp: the Communicator over Open MPI's MPI_COMM_WORLD.
-// MPI-3.1 calls only (MPI_Ireduce_scatter, MPI_Iallgatherv, MPI_Alltoallv);
-// Debian 12's Open MPI is 4.1.
+// mpi_communicator.cpp: the Communicator over Open MPI: MPI_COMM_WORLD, and
+// the groups split from it (MPI_Comm_split). MPI-3.1 calls only (the
+// non-blocking collectives MPI_I*); Debian 12's Open MPI is 4.1.
 #include "mpi_communicator.h"
 
 // The C API only: Open MPI's mpi.h otherwise pulls in its deprecated C++
@@ -68,8 +68,9 @@ int as_int(size_t n, const char* what) {
 
 class MpiRequest final : public Request {
  public:
-  MpiRequest(MPI_Request r, const char* call, std::vector<int> a, std::vector<int> b)
-      : req_(r), call_(call), counts_(std::move(a)), displs_(std::move(b)) {}
+  MpiRequest(MPI_Request r, const char* call, std::vector<int> a, std::vector<int> b, std::vector<int> c = {},
+             std::vector<int> d = {})
+      : req_(r), call_(call), a_(std::move(a)), b_(std::move(b)), c_(std::move(c)), d_(std::move(d)) {}
   ~MpiRequest() override {
     if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
   }
@@ -77,31 +78,36 @@ class MpiRequest final : public Request {
     if (req_ == MPI_REQUEST_NULL) return;
     check(MPI_Wait(&req_, MPI_STATUS_IGNORE), call_);
   }
+  bool test() override {
+    if (req_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    check(MPI_Test(&req_, &done, MPI_STATUS_IGNORE), call_);
+    return done != 0;
+  }
 
  private:
   MPI_Request req_;
   const char* call_;
-  // MPI reads the count arrays of a non-blocking call until it completes.
-  std::vector<int> counts_, displs_;
+  // MPI reads the count and displacement arrays of a non-blocking call until it completes.
+  std::vector<int> a_, b_, c_, d_;
 };
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(const LaunchInfo& l) : launch_(l) {
+  // The world: initialises MPI when nobody did.
+  explicit MpiCommunicator(const LaunchInfo& l) : launch_(l), comm_(MPI_COMM_WORLD) {
     int init = 0;
     MPI_Initialized(&init);
     if (!init) {
       int provided = 0;
       const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
       if (rc != MPI_SUCCESS) throw CommError("MPI_Init_thread failed: " + error_string(rc));
-      owns_ = true;
+      owns_mpi_ = true;
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int r = 0, n = 0;
-    check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank");
-    check(MPI_Comm_size(MPI_COMM_WORLD, &n), "MPI_Comm_size");
-    if (r != l.rank || n != l.size)
-      throw CommError("MPI_COMM_WORLD is rank " + std::to_string(r) + " of " + std::to_string(n) + " but " +
+    read_rank_size();
+    if (rank_ != l.rank || size_ != l.size)
+      throw CommError("MPI_COMM_WORLD is rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " but " +
                       l.launcher + "'s environment says rank " + std::to_string(l.rank) + " of " +
                       std::to_string(l.size));
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -110,43 +116,61 @@ class MpiCommunicator final : public Communicator {
     library_.assign(version, static_cast<size_t>(len));
     if (const size_t cut = library_.find(','); cut != std::string::npos) library_.resize(cut);
   }
+  // A group split from `parent` (owns `comm`, freed with it).
+  MpiCommunicator(const MpiCommunicator& parent, MPI_Comm comm)
+      : launch_(parent.launch_), comm_(comm), owns_comm_(true), library_(parent.library_) {
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    read_rank_size();
+  }
   ~MpiCommunicator() override {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (owns_ && !fin) MPI_Finalize();
+    if (fin) return;
+    if (owns_comm_) MPI_Comm_free(&comm_);
+    if (owns_mpi_) MPI_Finalize();
   }
 
   const LaunchInfo& launch() const override { return launch_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   std::string describe() const override { return library_ + " (" + launch_.launcher + ")"; }
 
   void allreduce(void* data, size_t n, DType t, ReduceOp op) override {
-    check(MPI_Allreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Allreduce"), mpi_type(t), mpi_op(op), MPI_COMM_WORLD),
+    check(MPI_Allreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Allreduce"), mpi_type(t), mpi_op(op), comm_),
           "MPI_Allreduce");
   }
   void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t, ReduceOp op) override {
     const std::vector<int> c = ints(counts, "MPI_Reduce_scatter");
-    check(MPI_Reduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), MPI_COMM_WORLD), "MPI_Reduce_scatter");
+    check(MPI_Reduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), comm_), "MPI_Reduce_scatter");
   }
   void allgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     const std::vector<int> c = ints(counts, "MPI_Allgatherv"), d = displs(c);
     const void* in = in_place(mine, all, d, t) ? MPI_IN_PLACE : mine;
-    check(MPI_Allgatherv(in, c[static_cast<size_t>(rank())], mpi_type(t), all, c.data(), d.data(), mpi_type(t),
-                         MPI_COMM_WORLD),
+    check(MPI_Allgatherv(in, c[static_cast<size_t>(rank_)], mpi_type(t), all, c.data(), d.data(), mpi_type(t), comm_),
           "MPI_Allgatherv");
+  }
+  void alltoallv(const void* send, std::span<const size_t> send_counts, void* recv, std::span<const size_t> recv_counts,
+                 DType t) override {
+    const std::vector<int> sc = ints(send_counts, "MPI_Alltoallv"), sd = displs(sc);
+    const std::vector<int> rc = ints(recv_counts, "MPI_Alltoallv"), rd = displs(rc);
+    check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_),
+          "MPI_Alltoallv");
   }
   void alltoall_ranges(const void* send, void* recv, std::span<const size_t> counts, DType t) override {
     const std::vector<int> sc = ints(counts, "MPI_Alltoallv"), sd = displs(sc);
-    const int mine = sc[static_cast<size_t>(rank())];
+    const int mine = sc[static_cast<size_t>(rank_)];
     std::vector<int> rc(sc.size(), mine), rd(sc.size());
     for (size_t q = 0; q < rd.size(); ++q) rd[q] = static_cast<int>(q) * mine;
-    check(
-        MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), MPI_COMM_WORLD),
-        "MPI_Alltoallv");
+    check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_),
+          "MPI_Alltoallv");
+  }
+  void broadcast(void* data, size_t n, DType t, int root) override {
+    check(MPI_Bcast(data, as_int(n, "MPI_Bcast"), mpi_type(t), root, comm_), "MPI_Bcast");
   }
   std::vector<std::string> allgather_bytes(const std::string& mine) override {
     int64_t n = static_cast<int64_t>(mine.size());
-    std::vector<int64_t> sizes(static_cast<size_t>(size()));
-    check(MPI_Allgather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+    std::vector<int64_t> sizes(static_cast<size_t>(size_));
+    check(MPI_Allgather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, comm_), "MPI_Allgather");
     std::vector<int> c(sizes.size()), d(sizes.size());
     size_t total = 0;
     for (size_t q = 0; q < sizes.size(); ++q) {
@@ -155,8 +179,8 @@ class MpiCommunicator final : public Communicator {
       total += static_cast<size_t>(sizes[q]);
     }
     std::string all(total, '\0');
-    check(MPI_Allgatherv(mine.data(), c[static_cast<size_t>(rank())], MPI_CHAR, all.data(), c.data(), d.data(),
-                         MPI_CHAR, MPI_COMM_WORLD),
+    check(MPI_Allgatherv(mine.data(), c[static_cast<size_t>(rank_)], MPI_CHAR, all.data(), c.data(), d.data(), MPI_CHAR,
+                         comm_),
           "MPI_Allgatherv");
     std::vector<std::string> out(sizes.size());
     for (size_t q = 0; q < sizes.size(); ++q) out[q] = all.substr(static_cast<size_t>(d[q]), static_cast<size_t>(c[q]));
@@ -164,29 +188,53 @@ class MpiCommunicator final : public Communicator {
   }
   void broadcast_bytes(std::string& bytes, int root) override {
     int64_t n = static_cast<int64_t>(bytes.size());
-    check(MPI_Bcast(&n, 1, MPI_INT64_T, root, MPI_COMM_WORLD), "MPI_Bcast");
+    check(MPI_Bcast(&n, 1, MPI_INT64_T, root, comm_), "MPI_Bcast");
     bytes.resize(static_cast<size_t>(n));
-    check(MPI_Bcast(bytes.data(), as_int(static_cast<size_t>(n), "MPI_Bcast"), MPI_CHAR, root, MPI_COMM_WORLD),
-          "MPI_Bcast");
+    check(MPI_Bcast(bytes.data(), as_int(static_cast<size_t>(n), "MPI_Bcast"), MPI_CHAR, root, comm_), "MPI_Bcast");
   }
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
+  std::unique_ptr<Request> iallreduce(void* data, size_t n, DType t, ReduceOp op) override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Iallreduce"), mpi_type(t), mpi_op(op), comm_, &r),
+          "MPI_Iallreduce");
+    return std::make_unique<MpiRequest>(r, "MPI_Iallreduce (wait)", std::vector<int>{}, std::vector<int>{});
+  }
   std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
                                            ReduceOp op) override {
     std::vector<int> c = ints(counts, "MPI_Ireduce_scatter");
     MPI_Request r = MPI_REQUEST_NULL;
-    check(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), MPI_COMM_WORLD, &r),
-          "MPI_Ireduce_scatter");
+    check(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), comm_, &r), "MPI_Ireduce_scatter");
     return std::make_unique<MpiRequest>(r, "MPI_Ireduce_scatter (wait)", std::move(c), std::vector<int>{});
   }
   std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     std::vector<int> c = ints(counts, "MPI_Iallgatherv"), d = displs(c);
     const void* in = in_place(mine, all, d, t) ? MPI_IN_PLACE : mine;
     MPI_Request r = MPI_REQUEST_NULL;
-    check(MPI_Iallgatherv(in, c[static_cast<size_t>(rank())], mpi_type(t), all, c.data(), d.data(), mpi_type(t),
-                          MPI_COMM_WORLD, &r),
+    check(MPI_Iallgatherv(in, c[static_cast<size_t>(rank_)], mpi_type(t), all, c.data(), d.data(), mpi_type(t), comm_,
+                          &r),
           "MPI_Iallgatherv");
     return std::make_unique<MpiRequest>(r, "MPI_Iallgatherv (wait)", std::move(c), std::move(d));
+  }
+  std::unique_ptr<Request> ialltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                                      std::span<const size_t> recv_counts, DType t) override {
+    std::vector<int> sc = ints(send_counts, "MPI_Ialltoallv"), sd = displs(sc);
+    std::vector<int> rc = ints(recv_counts, "MPI_Ialltoallv"), rd = displs(rc);
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Ialltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_, &r),
+          "MPI_Ialltoallv");
+    return std::make_unique<MpiRequest>(r, "MPI_Ialltoallv (wait)", std::move(sc), std::move(sd), std::move(rc),
+                                        std::move(rd));
+  }
+  std::unique_ptr<Request> ibroadcast(void* data, size_t n, DType t, int root) override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Ibcast(data, as_int(n, "MPI_Ibcast"), mpi_type(t), root, comm_, &r), "MPI_Ibcast");
+    return std::make_unique<MpiRequest>(r, "MPI_Ibcast (wait)", std::vector<int>{}, std::vector<int>{});
+  }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm c = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split");
+    return std::make_unique<MpiCommunicator>(*this, c);
   }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
@@ -194,10 +242,14 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  void read_rank_size() {
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
   std::vector<int> ints(std::span<const size_t> counts, const char* call) const {
-    if (counts.size() != static_cast<size_t>(size()))
+    if (counts.size() != static_cast<size_t>(size_))
       throw CommError(std::string(call) + ": " + std::to_string(counts.size()) + " counts for " +
-                      std::to_string(size()) + " ranks");
+                      std::to_string(size_) + " ranks");
     std::vector<int> c(counts.size());
     for (size_t q = 0; q < c.size(); ++q) c[q] = as_int(counts[q], call);
     return c;
@@ -216,11 +268,13 @@ class MpiCommunicator final : public Communicator {
   // aliased send and receive buffers otherwise).
   bool in_place(const void* mine, const void* all, const std::vector<int>& d, DType t) const {
     return static_cast<const char*>(mine) ==
-           static_cast<const char*>(all) + static_cast<size_t>(d[static_cast<size_t>(rank())]) * dtype_size(t);
+           static_cast<const char*>(all) + static_cast<size_t>(d[static_cast<size_t>(rank_)]) * dtype_size(t);
   }
 
   LaunchInfo launch_;
-  bool owns_ = false;
+  MPI_Comm comm_;
+  bool owns_mpi_ = false, owns_comm_ = false;
+  int rank_ = 0, size_ = 1;
   std::string library_;
 };
 

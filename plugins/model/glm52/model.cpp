@@ -120,6 +120,7 @@ void Model<T>::build_params() {
   if (!c.tie_embeddings) off_head_ = add("lm_head.weight", {c.vocab_padded, d}, 0);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
+    layer_first_param_.push_back(infos_.size());
     LayerOffsets lo;
     lo.attn_norm = add(p + "attn_norm.weight", gain_shape, ZC_PARAM_NO_DECAY);
     lo.wqkv = add(p + "attn.wq", {c.n_heads * hd, d}, 0);
@@ -149,6 +150,7 @@ void Model<T>::build_params() {
     }
     layers_.push_back(std::move(lo));
   }
+  layer_first_param_.push_back(infos_.size());
   if (c.residual == Residual::kPreNorm) off_norm_f_ = add("norm_f.weight", gain_shape, ZC_PARAM_NO_DECAY);
   n_elems_ = (off + 15) / 16 * 16;
 }
@@ -983,6 +985,8 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
                   c.blocking.attn_tile);
     rope_bwd(k, lo.rope, a.qkv);
     qkv_bwd(k, lo, a, ws.X(l), ws.gx);
+    ready_(layer_first_param_[static_cast<size_t>(l)],
+           layer_first_param_[static_cast<size_t>(l) + 1] - layer_first_param_[static_cast<size_t>(l)]);
   }
   {  // Embedding: embed.grad[ids[n]] += ∂L/∂h0[n]; column blocks in parallel, rows in order.
     T* GE = grads_.get() + off_embed_;
@@ -999,6 +1003,8 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
       }
     }
   }
+  ready_(0, 1);  // embed.weight
+  ready_(layer_first_param_.back(), infos_.size() - layer_first_param_.back());  // norm_f.weight, if any
 }
 
 // ---------------------------------------------------------------------------
@@ -1032,7 +1038,7 @@ void Model<T>::check_batch(const BatchView& b) const {
 
 template <class T>
 void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, double loss_scale, bool sampled,
-                                uint64_t sample_seed, StepMetrics& m) {
+                                uint64_t sample_seed, StepMetrics& m, const GradsReady& ready) {
   check_batch(b);
   if (!b.targets) throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets: missing");
   const Config& c = cfg_;
@@ -1075,7 +1081,10 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   for (int64_t n = 0; n < N; ++n) ce += ws.nll[n];
   m.ce_loss = ce / nstep;
 
+  ready_ = ready;
+  if (!c.tie_embeddings) ready_(1, 1);  // lm_head.weight: the head wrote all of it
   backward(ws, b, grad_scale);
+  ready_ = GradsReady{};
 
   int n_moe = 0;
   for (int l = 0; l < c.n_layers; ++l) n_moe += c.is_moe(l) ? 1 : 0;

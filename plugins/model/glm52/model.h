@@ -36,6 +36,17 @@ struct StepMetrics {
   int64_t tokens = 0;            // target tokens of this micro-batch
 };
 
+/// Who hears, during backward, that the gradients of parameters [first,
+/// first + count) (param_infos() indices) are final for this call
+/// (zc_fb_options.grads_ready): nobody by default.
+struct GradsReady {
+  void* ctx = nullptr;
+  void (*fn)(void* ctx, size_t first, size_t count) = nullptr;
+  void operator()(size_t first, size_t count) const {
+    if (fn && count) fn(ctx, first, count);
+  }
+};
+
 /// A batch as plain pointers: ids/targets [B, T] int32, doc_ids [B, T] or null.
 struct BatchView {
   const int32_t* ids = nullptr;
@@ -71,8 +82,12 @@ class Model {
   /// batch's). loss_scale multiplies every gradient. sampled: labels drawn from
   /// the model's softmax with sample_seed (Sophia GNB). Throws on bad input.
   /// Metrics go to `m` (reused by the caller: no allocation in steady state).
+  /// `ready` hears each tensor's gradient become final: the LM head's
+  /// after the head, each layer's after its backward, the final norm's and
+  /// the embedding's last (the embedding's only then, as it is tied to the
+  /// head or read by the first layer's input gradient).
   void forward_backward(const BatchView& b, double loss_normalizer, double loss_scale, bool sampled,
-                        uint64_t sample_seed, StepMetrics& m);
+                        uint64_t sample_seed, StepMetrics& m, const GradsReady& ready = {});
   /// Forward only: out[n] = log p(target_n) (nats; 0 where target is -1),
   /// float32 [B, T]; when `argmax` is given, also the arg-max id of each
   /// position's logits over the real vocab (ties: lowest id), int32 [B, T].
@@ -145,6 +160,8 @@ class Model {
   Config cfg_;
   std::vector<ParamInfo> infos_;
   std::vector<LayerOffsets> layers_;
+  std::vector<size_t> layer_first_param_;  // [n_layers + 1]: param_infos() index where layer l's start
+  GradsReady ready_;                       // of the forward_backward running
   int64_t off_embed_ = 0, off_head_ = -1, off_norm_f_ = -1;
   int64_t n_elems_ = 0;
   std::unique_ptr<T[], zcode::kernels::LargeDeleter> params_, grads_;  // huge-page backed

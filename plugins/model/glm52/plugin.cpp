@@ -130,8 +130,10 @@ class Glm52 : public zcode::sdk::Model {
       throw Error(ZC_ERR_INVALID_ARGUMENT, "forward_backward: options.loss_scale " + std::to_string(o.loss_scale) +
                                                " (expected > 0; 1 in fp32)");
     const glm52::BatchView v = view(b, true);
+    glm52::GradsReady ready;
+    if (ZC_STRUCT_HAS_FIELD(&o, zc_fb_options, grads_ready)) ready = {o.grads_ready_ctx, o.grads_ready};
     model_->forward_backward(v, o.loss_normalizer, o.loss_scale, o.label_mode == ZC_LABELS_SAMPLED, o.sample_seed,
-                             metrics_);
+                             metrics_, ready);
     sink.put("loss", metrics_.loss);
     sink.put("ce_loss", metrics_.ce_loss);
     sink.put("aux_loss", metrics_.aux_loss);

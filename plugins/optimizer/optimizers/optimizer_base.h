@@ -1,10 +1,14 @@
 // optimizer_base.h: what all six optimizers share: the options every one
 // accepts, the parameter slots, the per-parameter state buffers and their
-// save/load under `<param>.<buffer>` names.
+// save/load under `<param>.<buffer>` names, and ZeRO-1 parts (ABI 1.5,
+// zc_param_shard): a sharded instance's slots are its parts of the
+// parameters, and its buffers hold the state of those parts only.
 #pragma once
 
 #include "param_groups.h"
 
+#include <zcode/kernels/block_sum.h>
+#include <zcode/sdk/collectives.h>
 #include <zcode/sdk/stages.h>
 
 #include <rapidjson/document.h>
@@ -21,9 +25,16 @@ namespace zcode::optim {
 
 /// One named state buffer of one parameter (e.g. "layers.0.attn.wq.exp_avg"),
 /// fp32, allocated and zeroed at create so that step() never allocates.
+/// `shape` is the whole tensor's; `data` holds elements [begin, begin +
+/// count) of its row-major order: all of them unless the optimizer is
+/// sharded. A `whole` buffer (Adafactor's column statistics) is held whole
+/// by every rank whose part touches the parameter, identical on all of
+/// them, and saved by the rank whose part starts the parameter (`saver`).
 struct StateBuffer {
   std::string name;
   std::vector<int64_t> shape;
+  int64_t begin = 0, count = 0;
+  bool whole = false, saver = true;
   std::vector<float> data;
 };
 
@@ -42,7 +53,11 @@ struct StateBuffer {
 class OptimizerBase : public sdk::Optimizer {
  public:
   void save_state(const sdk::StateWriter& w) override {
-    for (const StateBuffer& b : buffers_) w.put(b.name, b.data.data(), sdk::kF32, b.shape);
+    for (const StateBuffer& b : buffers_) {
+      if (!sharded_) w.put(b.name, b.data.data(), sdk::kF32, b.shape);
+      else if (b.whole && b.saver && b.count > 0) w.put(b.name, b.data.data(), sdk::kF32, b.shape);
+      else if (!b.whole && b.count > 0) w.put_slice(b.name, b.data.data(), sdk::kF32, b.shape, b.begin, b.count);
+    }
     rapidjson::StringBuffer sb;
     rapidjson::Writer<rapidjson::StringBuffer> jw(sb);
     jw.StartObject();
@@ -68,24 +83,25 @@ class OptimizerBase : public sdk::Optimizer {
               "', cannot load into '" + name_ + "'");
     if (!d.HasMember("step") || !d["step"].IsUint64())
       throw sdk::Error(ZC_ERR_DATA, "optimizer state: missing or invalid \"step\"");
-    // Validate everything before changing anything.
-    for (const StateBuffer& b : buffers_) {
-      const DLTensor& t = r.get(b.name);
-      if (!sdk::same_dtype(t.dtype, sdk::kF32) || sdk::numel(t) != static_cast<int64_t>(b.data.size()))
-        throw sdk::Error(ZC_ERR_DATA, "optimizer state: tensor '" + b.name + "' has " + std::to_string(sdk::numel(t)) +
-                                          " elements or a non-fp32 dtype, expected " + std::to_string(b.data.size()) +
-                                          " fp32");
+    // Validate and read everything before changing anything.
+    for (size_t i = 0; i < r.num_tensors(); ++i) {
+      const std::string n = r.tensor_name(i);
+      if (std::find(buffer_names_.begin(), buffer_names_.end(), n) == buffer_names_.end())
+        throw sdk::Error(ZC_ERR_DATA, "optimizer state: unexpected tensor '" + n +
+                                          "' (saved for a different model or optimizer?)");
     }
-    if (r.num_tensors() != buffers_.size()) {
-      for (size_t i = 0; i < r.num_tensors(); ++i) {
-        const std::string n = r.tensor_name(i);
-        if (std::none_of(buffers_.begin(), buffers_.end(), [&](const StateBuffer& b) { return b.name == n; }))
-          throw sdk::Error(ZC_ERR_DATA, "optimizer state: unexpected tensor '" + n +
-                                            "' (saved for a different model or optimizer?)");
-      }
+    std::vector<std::vector<float>> loaded(buffers_.size());
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      const StateBuffer& b = buffers_[i];
+      if (b.data.empty() && b.count == 0 && sharded_) continue;  // no part of this parameter here
+      loaded[i].resize(b.data.size());
+      const int64_t full = numel(b.shape);
+      if (!sharded_) r.copy_to(b.name, loaded[i].data(), sdk::kF32, full);
+      else r.read_slice(b.name, full, b.begin, loaded[i].data(), sdk::kF32, b.count);
     }
     check_json_fields(d);
-    for (StateBuffer& b : buffers_) r.copy_to(b.name, b.data.data(), sdk::kF32, static_cast<int64_t>(b.data.size()));
+    for (size_t i = 0; i < buffers_.size(); ++i)
+      if (!loaded[i].empty()) buffers_[i].data.swap(loaded[i]);
     step_ = d["step"].GetUint64();
     read_json_fields(d);
   }
@@ -98,12 +114,15 @@ class OptimizerBase : public sdk::Optimizer {
   static constexpr bool kEstimatesMemory = true;
   uint64_t state_bytes() const override {
     uint64_t n = 0;
-    for (const StateBuffer& b : buffers_) {
-      uint64_t e = 1;
-      for (int64_t s : b.shape) e *= static_cast<uint64_t>(s);
-      n += e * sizeof(float);
-    }
+    for (const StateBuffer& b : buffers_) n += static_cast<uint64_t>(b.count) * sizeof(float);
     return n;
+  }
+
+  /// zc_optimizer_table.shard_granularity for optimizers whose state is
+  /// per element (AdamW, Sophia, SGD): a part may start anywhere.
+  static constexpr bool kShards = true;
+  static void shard_granularity(const sdk::CreateContext& /*ctx*/, std::span<int64_t> out) {
+    std::fill(out.begin(), out.end(), int64_t{1});
   }
 
  protected:
@@ -128,6 +147,27 @@ class OptimizerBase : public sdk::Optimizer {
     sdk::ModelRef model = ctx.model();
     if (!model) sdk::invalid_argument("optimizer: created without a model (args.model is NULL)");
     slots_ = resolve_params(model.params(), groups, weight_decay_, decay_embeddings, "optimizer");
+    full_n_.resize(slots_.size());
+    lo_.assign(slots_.size(), 0);
+    for (size_t i = 0; i < slots_.size(); ++i) full_n_[i] = slots_[i].n;
+    if (const zc_param_shard* sh = ctx.shard()) take_shard(*sh);
+  }
+
+  /// Checks that every part starts and ends at a multiple of the
+  /// granularity `gran` (the class's own shard_granularity) or at its
+  /// parameter's ends; a host that cut elsewhere is an error.
+  void check_cuts(const sdk::CreateContext& ctx, void (*gran)(const sdk::CreateContext&, std::span<int64_t>)) const {
+    if (!sharded_) return;
+    std::vector<int64_t> g(slots_.size(), 1);
+    gran(ctx, g);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const int64_t lo = lo_[i], hi = lo_[i] + slots_[i].n, n = full_n_[i], m = std::max<int64_t>(1, g[i]);
+      auto ok = [&](int64_t at) { return at == 0 || at == n || at % m == 0; };
+      if (slots_[i].n > 0 && (!ok(lo) || !ok(hi)))
+        sdk::invalid_argument("optimizer: the shard of '" + slots_[i].name + "' is [" + std::to_string(lo) + ", " +
+                              std::to_string(hi) + ") of " + std::to_string(n) +
+                              " elements, which does not start and end at multiples of " + std::to_string(m));
+    }
   }
 
   /// Reads `key` as a pair of numbers in [0, 1) (Adam-style betas).
@@ -152,15 +192,42 @@ class OptimizerBase : public sdk::Optimizer {
     return v;
   }
 
-  /// Adds a zeroed buffer `<slot name>.<suffix>` of `shape`; returns its index.
+  /// Adds a zeroed per-element buffer `<slot name>.<suffix>` of the
+  /// parameter's `shape`, for the slot's part; returns its index.
   size_t add_buffer(size_t slot, const char* suffix, std::vector<int64_t> shape) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    buffers_.push_back(StateBuffer{slots_[slot].name + "." + suffix, std::move(shape),
-                                   std::vector<float>(estimate_only_ ? 0 : static_cast<size_t>(n), 0.0f)});
+    return add_part(slot, suffix, std::move(shape), lo_[slot], slots_[slot].n);
+  }
+  /// Adds a zeroed buffer of `shape` holding elements [begin, begin + count)
+  /// of its row-major order (Adafactor's rows of the part).
+  size_t add_part(size_t slot, const char* suffix, std::vector<int64_t> shape, int64_t begin, int64_t count) {
+    StateBuffer b;
+    b.name = slots_[slot].name + "." + suffix;
+    b.shape = std::move(shape);
+    b.begin = begin;
+    b.count = count;
+    b.data.assign(estimate_only_ ? 0 : static_cast<size_t>(count), 0.0f);
+    buffer_names_.push_back(b.name);
+    buffers_.push_back(std::move(b));
     return buffers_.size() - 1;
   }
+  /// Adds a zeroed buffer of `shape` held whole by every rank whose part
+  /// touches the slot's parameter (none where it does not).
+  size_t add_whole(size_t slot, const char* suffix, std::vector<int64_t> shape) {
+    const bool held = !sharded_ || slots_[slot].n > 0;
+    const size_t i = add_part(slot, suffix, std::move(shape), 0, 0);
+    StateBuffer& b = buffers_[i];
+    b.whole = true;
+    b.saver = !sharded_ || (held && lo_[slot] == 0);
+    b.count = held ? numel(b.shape) : 0;
+    b.data.assign(estimate_only_ ? 0 : static_cast<size_t>(b.count), 0.0f);
+    return i;
+  }
   float* buf(size_t index) { return buffers_[index].data.data(); }
+  static int64_t numel(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
 
   /// Extra JSON fields an optimizer saves (beyond optimizer and step).
   virtual void write_json_fields(rapidjson::Writer<rapidjson::StringBuffer>&) const {}
@@ -172,12 +239,39 @@ class OptimizerBase : public sdk::Optimizer {
   std::string name_;
   int threads_ = 1;
   double weight_decay_ = 0.0;
+  // The parameters; when sharded, each slot is this rank's part: w and g
+  // point at its first element, n counts its elements (0: none here), and
+  // lo_[i] is where it starts in the parameter of full_n_[i] elements.
   std::vector<ParamSlot> slots_;
+  std::vector<int64_t> full_n_, lo_;
   std::vector<StateBuffer> buffers_;
+  std::vector<std::string> buffer_names_;  // every buffer's name, held here or not
   uint64_t step_ = 0;           // updates applied so far (bias corrections use step_ after the increment)
   bool estimate_only_ = false;  // built by estimate_memory: buffers have shapes, no data
+  bool sharded_ = false;        // created with a zc_param_shard (ZeRO-1)
+  zc_group group_ = ZC_GROUP_DATA;
+  sdk::Collectives comm_;  // reductions over group_ when sharded (one rank otherwise)
 
  private:
+  void take_shard(const zc_param_shard& sh) {
+    if (sh.struct_size < sizeof(zc_param_shard) || sh.count != slots_.size() || (sh.count && (!sh.begin || !sh.end)))
+      sdk::invalid_argument("optimizer: the shard lists " + std::to_string(sh.count) + " parameters, the model has " +
+                            std::to_string(slots_.size()));
+    sharded_ = true;
+    group_ = sh.group;
+    comm_ = sdk::Collectives(host_.raw());
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      ParamSlot& s = slots_[i];
+      const int64_t lo = sh.begin[i], hi = sh.end[i];
+      if (lo < 0 || hi < lo || hi > s.n)
+        sdk::invalid_argument("optimizer: the shard of '" + s.name + "' is [" + std::to_string(lo) + ", " +
+                              std::to_string(hi) + "), outside its " + std::to_string(s.n) + " elements");
+      lo_[i] = lo;
+      if (s.w) s.w += lo;
+      if (s.g) s.g += lo;
+      s.n = hi - lo;
+    }
+  }
   void check_keys(const sdk::Options& o, std::initializer_list<const char*> own) const {
     static constexpr const char* kCommon[] = {"name", "lr", "weight_decay", "decay_embeddings", "param_groups"};
     const rapidjson::Value& v = o.json();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "optimizer_base.h"
+#include "tensor_sums.h"
 
 namespace zcode::optim {
 
@@ -43,11 +44,15 @@ class Lamb final : public OptimizerBase {
  public:
   explicit Lamb(const sdk::CreateContext& ctx);
   void step(double lr, uint64_t step) override;
+  uint64_t state_bytes() const override;
+  /// ZeRO-1 parts start and end on the norms' blocks (kernels::kSumBlock).
+  static void shard_granularity(const sdk::CreateContext& ctx, std::span<int64_t> out);
 
  private:
   double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-6, max_weight_norm_ = 10.0;
   bool bias_correction_ = true;
   std::vector<size_t> m_, v_;
+  TensorSums norms_;  // ‖w‖², ‖u‖² per block, gathered over the shard's ranks
 };
 
 /// Adafactor (Shazeer & Stern 2018, Algorithms 4 (matrices) and 5 (vectors),
@@ -74,13 +79,27 @@ class Adafactor final : public OptimizerBase {
  public:
   explicit Adafactor(const sdk::CreateContext& ctx);
   void step(double lr, uint64_t step) override;
+  uint64_t state_bytes() const override;
+  /// ZeRO-1 parts of a matrix start and end between bands of rows (the
+  /// column sums' blocks: at least 64 Ki elements); vectors on kSumBlock.
+  static void shard_granularity(const sdk::CreateContext& ctx, std::span<int64_t> out);
 
  private:
   struct Factored {
     bool factored = false;
     int64_t batch = 1, rows = 1, cols = 1;  // [batch, rows, cols] view of the tensor
+    int64_t band = 1;                       // rows a column-sum block spans
+    int64_t q0 = 0, nq = 0;                 // this rank's rows [q0, q0 + nq) of the batch·rows
     size_t row = 0, col = 0, full = 0, mom = 0;
+    std::vector<float> row_scale, col_scale;  // [nq], [batch·cols] (allocated at create)
   };
+  double eps1_ = 1e-30, eps2_ = 1e-3, decay_rate_ = -0.8, clip_threshold_ = 1.0, beta1_ = 0.0;
+  bool use_beta1_ = false, relative_step_ = false, scale_parameter_ = false, warmup_init_ = false;
+  double base_lr_ = 1e-3;
+  std::vector<Factored> f_;
+  TensorSums sums_a_, sums_b_;  // (A) column, R and w² partials; (B) Σ U² partials
+  std::vector<double> mean_r_;  // scratch [max batch]
+};
   double eps1_ = 1e-30, eps2_ = 1e-3, decay_rate_ = -0.8, clip_threshold_ = 1.0, beta1_ = 0.0;
   bool use_beta1_ = false, relative_step_ = false, scale_parameter_ = false, warmup_init_ = false;
   double base_lr_ = 1e-3;
@@ -158,6 +177,8 @@ class ZerosumSgd final : public Sgd {
  public:
   explicit ZerosumSgd(const sdk::CreateContext& ctx);
   void step(double lr, uint64_t step) override;
+  /// ZeRO-1: a router is never split (its centring needs all its rows).
+  static void shard_granularity(const sdk::CreateContext& ctx, std::span<int64_t> out);
 
  private:
   std::vector<double> col_mean_;  // scratch [max d_model]

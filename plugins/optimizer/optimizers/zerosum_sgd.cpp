@@ -1,9 +1,12 @@
 // zerosum_sgd.cpp: Zerosum-SGD (see optimizers.h for the definition and why).
 #include "optimizers.h"
 
+#include <algorithm>
+
 namespace zcode::optim {
 
 ZerosumSgd::ZerosumSgd(const sdk::CreateContext& ctx) : Sgd(ctx, "zerosum_sgd", 0.9) {
+  check_cuts(ctx, &ZerosumSgd::shard_granularity);
   size_t routers = 0, max_cols = 0;
   for (const ParamSlot& s : slots_) {
     if (!(s.flags & ZC_PARAM_ROUTER)) continue;
@@ -20,11 +23,24 @@ ZerosumSgd::ZerosumSgd(const sdk::CreateContext& ctx) : Sgd(ctx, "zerosum_sgd", 
   col_mean_.resize(max_cols);
 }
 
+void ZerosumSgd::shard_granularity(const sdk::CreateContext& ctx, std::span<int64_t> out) {
+  const zc_param_list params = ctx.model().params();
+  for (size_t i = 0; i < out.size() && i < params.count; ++i) {
+    out[i] = 1;
+    const zc_param& p = params.params[i];
+    if ((p.flags & ZC_PARAM_ROUTER) && p.value) {  // centred over its rows: kept whole on one rank
+      int64_t n = 1;
+      for (int32_t d = 0; d < p.value->ndim; ++d) n *= p.value->shape[d];
+      out[i] = std::max<int64_t>(1, n);
+    }
+  }
+}
+
 void ZerosumSgd::step(double lr, uint64_t /*step*/) {
   ++step_;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const ParamSlot& s = slots_[i];
-    if (!(s.flags & ZC_PARAM_ROUTER)) {
+    if (!(s.flags & ZC_PARAM_ROUTER) || s.n == 0) {  // (a router is never split: shard_granularity)
       update(i, lr, nullptr);
       continue;
     }

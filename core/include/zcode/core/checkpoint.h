@@ -5,6 +5,11 @@
 //   step_N/model.safetensors      the model's tensors (its save_state names)
 //   step_N/optimizer.safetensors  the optimizer's tensors
 //   step_N/extra.safetensors      other stages' tensors, "<stage>/<name>" (only if any)
+//   step_N/optimizer.index.json   instead of optimizer.safetensors when the
+//   step_N/optimizer-R-of-N.safetensors  optimizer was sharded (ZeRO-1): one
+//                                 part per rank, written by that rank, and
+//                                 the index of every tensor's pieces (see
+//                                 "Optimizer state in parts" below)
 //   step_N/state.json             step, every stage's JSON, RNG and data state,
 //                                 config + its SHA-256, environment, and the
 //                                 SHA-256 of every .safetensors file
@@ -15,6 +20,10 @@
 // is fsync'ed, then the folder, then it is renamed to step_N, the parent is
 // fsync'ed, and only then `latest` is replaced (temp file + rename). A crash
 // at any point leaves the previous checkpoint intact and `latest` naming it.
+// With parts, rank 0 makes the temp folder (begin_checkpoint), every rank
+// writes and fsyncs its part into it (write_part), and rank 0, once it has
+// every part's hash and has checked that the pieces tile every tensor,
+// writes the rest and publishes the folder (finish_checkpoint).
 #pragma once
 
 #include <zcode/sdk/safetensors.h>
@@ -65,12 +74,73 @@ std::string sha256_file(const std::filesystem::path& path);
 /// Throws CheckpointError naming the path.
 void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 
+// ---- Optimizer state in parts (ZeRO-1) ---------------------------------------
+//
+// Each rank's part file holds what its optimizer put: a tensor it holds
+// whole under its name and shape, and its slice of a tensor held in parts
+// (zc_state_writer.put_tensor_slice) as a 1-D tensor under the tensor's
+// name. optimizer.index.json (format "zcode-optimizer-parts/1") lists every
+// tensor once: {"name": {"dtype": "F32", "shape": [...], "pieces": [{"part":
+// "optimizer-00001-of-00002.safetensors", "begin": b, "count": c}, ...]}}, the
+// pieces in element order, tiling [0, numel) exactly. A checkpoint in parts
+// loads on any layout: get_tensor assembles a tensor whole, and
+// read_tensor_slice copies any range from the pieces that hold it.
+
+/// "optimizer-00000-of-00002.safetensors": rank `rank`'s part of `parts`.
+std::string optimizer_part_name(int rank, int parts);
+/// The index file's name, "optimizer.index.json".
+extern const char* const kOptimizerIndex;
+
+/// One tensor, or a rank's slice of one, that a stage put while saving in parts.
+struct Piece {
+  std::string name, dtype;      ///< the tensor's name and safetensors dtype ("F32")
+  std::vector<int64_t> shape;   ///< the whole tensor's
+  int64_t begin = 0, count = 0;  ///< elements [begin, begin + count) of its row-major order
+  bool whole = false;           ///< put whole (put_tensor), not as a slice
+  std::string sha256;           ///< of a whole tensor's bytes (ranks that hold it must agree)
+};
+/// One rank's pieces as JSON (for the all-gather to rank 0), with its part file's name.
+std::string pieces_json(const std::vector<Piece>& pieces, const std::string& part_file);
+/// optimizer.index.json from every rank's pieces_json, in rank order. A
+/// tensor put whole by several ranks is kept once (their hashes must be
+/// equal). Throws CheckpointError naming the tensor when its pieces overlap,
+/// leave a gap, or disagree on shape or dtype.
+std::string build_part_index(const std::vector<std::string>& rank_pieces);
+
+/// The tensors of a checkpoint's optimizer parts, indexed (load_checkpoint).
+class PartedTensors {
+ public:
+  /// Parses the index and checks it against the parts (each piece inside its
+  /// part's tensor of the same dtype). Throws CheckpointError naming `where`.
+  PartedTensors(const std::string& index_json,
+                std::map<std::string, std::unique_ptr<zcode::sdk::safetensors::Reader>> parts, const std::string& where);
+  ~PartedTensors();
+  const std::vector<std::string>& names() const { return names_; }
+  /// The tensor whole (assembled on first use and kept), or nullptr.
+  const DLTensor* whole(const std::string& name);
+  /// Copies elements [begin, begin + numel(dst)) of `name` into `dst` (see
+  /// zc_state_reader.read_tensor_slice). Throws CheckpointError.
+  void read_slice(const std::string& name, int64_t numel, int64_t begin, DLTensor& dst) const;
+
+ private:
+  struct Entry;
+  std::map<std::string, std::unique_ptr<zcode::sdk::safetensors::Reader>> parts_;
+  std::vector<std::string> names_;
+  std::map<std::string, std::unique_ptr<Entry>> entries_;
+  std::string where_;
+};
+
 /// What one checkpoint holds, before it goes to disk.
 struct CheckpointContents {
   uint64_t step = 0;
   zcode::sdk::safetensors::Writer model;
   zcode::sdk::safetensors::Writer optimizer;
   zcode::sdk::safetensors::Writer extra;
+  /// In parts (ZeRO-1): optimizer.index.json's text and every part already
+  /// written into the temp folder, (file name, SHA-256); `optimizer` is then
+  /// not written.
+  std::string optimizer_index;
+  std::vector<std::pair<std::string, std::string>> optimizer_parts;
   /// state.json without the "files" entry (added by write_checkpoint): a JSON
   /// object as text, as state_json() builds it.
   std::string state_json;
@@ -134,6 +204,17 @@ std::string state_json(const StateRecord& r);
 std::filesystem::path write_checkpoint(const std::filesystem::path& root, const CheckpointContents& c,
                                        int64_t keep_last_n);
 
+/// write_checkpoint in three steps, for several ranks: begin_checkpoint
+/// (one rank) makes and returns the empty temp folder of `root/step_<step>`;
+/// write_part (any rank) writes one file into it, fsyncs it and returns its
+/// SHA-256; finish_checkpoint (the rank that began) writes the rest of `c`
+/// (whose optimizer_parts name the parts written) and publishes the folder
+/// as write_checkpoint does. Throw CheckpointError.
+std::filesystem::path begin_checkpoint(const std::filesystem::path& root, uint64_t step);
+std::string write_part(const std::filesystem::path& tmp, const std::string& name, const std::vector<uint8_t>& bytes);
+std::filesystem::path finish_checkpoint(const std::filesystem::path& root, const std::filesystem::path& tmp,
+                                        const CheckpointContents& c, int64_t keep_last_n);
+
 /// Step folders under `root` sorted by step (hidden temp folders ignored).
 std::vector<std::pair<uint64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& root);
 
@@ -171,6 +252,9 @@ struct LoadedCheckpoint {
   std::filesystem::path dir;
   uint64_t step = 0;
   std::unique_ptr<zcode::sdk::safetensors::Reader> model, optimizer, extra;  // extra may be null
+  /// The optimizer's state in parts (ZeRO-1), when optimizer.index.json
+  /// replaced optimizer.safetensors (`optimizer` is then null).
+  std::unique_ptr<PartedTensors> optimizer_parts;
   std::string state_json;                                                    // the whole state.json text
 
   /// The reader of file `f` (null for an absent extra.safetensors, and for
@@ -228,7 +312,11 @@ std::string stored_config_json(const std::filesystem::path& dir);
 /// `stage`: "<stage>: save_state: put_json called twice".
 class StateWriterView {
  public:
-  StateWriterView(zcode::sdk::safetensors::Writer* tensors, std::string prefix, std::string stage);
+  /// `pieces` set: the stage saves in parts (ZeRO-1): every tensor it puts is
+  /// recorded there too, and put_tensor_slice is accepted; otherwise a slice
+  /// that is not the whole tensor is ZC_ERR_UNSUPPORTED.
+  StateWriterView(zcode::sdk::safetensors::Writer* tensors, std::string prefix, std::string stage,
+                  std::vector<Piece>* pieces = nullptr);
   StateWriterView(const StateWriterView&) = delete;
   StateWriterView& operator=(const StateWriterView&) = delete;
   const zc_state_writer* get() const { return &writer_; }
@@ -238,18 +326,23 @@ class StateWriterView {
  private:
   static zc_status* put_tensor(void* ctx, const char* name, const DLTensor* t);
   static zc_status* put_json(void* ctx, const char* json, size_t len);
+  static zc_status* put_tensor_slice(void* ctx, const char* name, const DLTensor* slice, int32_t ndim,
+                                     const int64_t* shape, int64_t begin);
   zcode::sdk::safetensors::Writer* tensors_;
   std::string prefix_, stage_;
+  std::vector<Piece>* pieces_;
   std::optional<std::string> json_;
   zc_state_writer writer_{};
 };
 
 /// A zc_state_reader over the tensors of `file` whose names start with
-/// `prefix` (the prefix is stripped) and a JSON blob, for a stage's
-/// load_state. Borrows `file`; valid while both live.
+/// `prefix` (the prefix is stripped), or over the tensors of `parts`, and a
+/// JSON blob, for a stage's load_state; read_tensor_slice serves either.
+/// Borrows `file` / `parts`; valid while they live.
 class StateReaderView {
  public:
   StateReaderView(const zcode::sdk::safetensors::Reader* file, const std::string& prefix, std::string json);
+  StateReaderView(PartedTensors* parts, std::string json);
   StateReaderView(const StateReaderView&) = delete;
   StateReaderView& operator=(const StateReaderView&) = delete;
   const zc_state_reader* get() const { return &reader_; }
@@ -258,6 +351,9 @@ class StateReaderView {
   static const DLTensor* get_tensor(void* ctx, const char* name);
   static size_t num_tensors(void* ctx);
   static const char* tensor_name(void* ctx, size_t i);
+  static zc_status* read_tensor_slice(void* ctx, const char* name, int64_t numel, int64_t begin, DLTensor* dst);
+  void make_reader();
+  PartedTensors* parts_ = nullptr;
   std::vector<std::string> names_;
   std::vector<DLTensor> tensors_;
   std::string json_;

@@ -1,7 +1,8 @@
 // zcode/core/host_services.h: the host side of zc_host_services (abi.h).
 //
 // Logging into the core logger, the opaque zc_status, aligned allocation,
-// seeds, device/stream, thread count and the process-wide stop flag.
+// seeds, device/stream, thread count, the process-wide stop flag and (ABI
+// 1.5) the job's collectives (zcode/core/dist/process_groups.h).
 #pragma once
 
 #include <zcode/abi.h>
@@ -70,6 +71,10 @@ class HostServices {
   uint64_t seed() const { return table_.seed; }
   int32_t num_threads() const { return table_.num_threads; }
   DLDevice device() const { return table_.device; }
+  /// The job's collectives (zc_host_services.collectives, ABI 1.5); NULL
+  /// restores the one-rank service every table starts with. `c` must
+  /// outlive the instances created with this table.
+  void set_collectives(const zc_collectives* c);
 
  private:
   zc_host_services table_;

@@ -26,6 +26,7 @@ struct StageLinks {
   zc_stage_ref tokenizer{};
   zc_stage_ref model{};
   const char* split = nullptr;  ///< "train" | "val"; dataloaders only
+  const zc_param_shard* shard = nullptr;  ///< an optimizer's ZeRO-1 part (ABI 1.5); NULL: all of it
 };
 
 /// zc_create_args for one stage: zero-initialized with struct_size set, so a

@@ -32,12 +32,32 @@
 namespace zcode::core {
 
 /// Global L2 norm of all gradients, sqrt(Σ_params Σ_i g_i²), accumulated in
-/// double in a fixed order (bitwise reproducible). Gradients must be fp32
-/// contiguous CPU tensors. Returns NaN or +Inf when any gradient element is
-/// NaN or ±Inf (squares of finite fp32 values cannot overflow a double sum),
-/// so the result is finite exactly when all gradients are.
+/// double in a fixed order (bitwise reproducible): every tensor's
+/// kernels::kSumBlock blocks (zcode/kernels/block_sum.h), each summed with
+/// four interleaved accumulators, and the left fold of those block partials
+/// in tensor and block order. Gradients must be fp32 contiguous CPU
+/// tensors. Returns NaN or +Inf when any gradient element is NaN or ±Inf
+/// (squares of finite fp32 values cannot overflow a double sum), so the
+/// result is finite exactly when all gradients are.
 /// Throws std::invalid_argument on a non-fp32 or non-CPU gradient.
 double grad_norm(const zc_param_list& params);
+
+/// Appends to `out` the partials grad_norm folds, for the elements
+/// [begin[i], end[i]) of each gradient only (begin, end: NULL for whole
+/// tensors; each begin a multiple of kSumBlock). A ZeRO-1 rank's partials
+/// are exactly its blocks' of the one-process list, so gathering them in
+/// rank order and folding gives grad_norm's bits. No allocation once `out`
+/// has the capacity.
+void grad_square_partials(const zc_param_list& params, const int64_t* begin, const int64_t* end,
+                          std::vector<double>& out);
+
+/// g ← c·g for the elements [begin[i], end[i]) of each gradient (NULL:
+/// whole tensors).
+void scale_grads(const zc_param_list& params, float c, const int64_t* begin, const int64_t* end);
+
+/// What clip_grad_norm scales by: min(1, max_norm / (norm + 1e-6)); 1 when
+/// max_norm <= 0 (no clipping) or norm is not finite.
+double clip_coefficient(double norm, double max_norm);
 
 /// Clips all gradients together to global L2 norm `max_norm`, as
 /// torch.nn.utils.clip_grad_norm_ (Pascanu et al. 2013, Algorithm 1):
@@ -107,6 +127,10 @@ class GradientAccumulator {
     /// Called with the micro-batch's index after each forward_backward
     /// succeeded (may be empty).
     std::function<void(size_t)> after_each;
+    /// zc_fb_options.grads_ready of the LAST micro-batch (the one after
+    /// which the gradients are the step's); NULL: none.
+    void* grads_ready_ctx = nullptr;
+    void (*grads_ready)(void* ctx, size_t first, size_t count) = nullptr;
   };
   /// run() with `ro`; the sum in *out_loss is this process's micro-batches'.
   /// Throws std::invalid_argument as run() does, and when

@@ -138,6 +138,20 @@ class StateWriter {
     put_tensor(name, t);
   }
   void put_json(const std::string& json) const { check(host_, w_->put_json(w_->ctx, json.data(), json.size())); }
+  /// Elements [begin, begin + count) of the row-major order of the tensor
+  /// `name` of shape `full_shape`, this rank's part (zc_state_writer.
+  /// put_tensor_slice, ABI 1.5). Throws Error(ZC_ERR_UNSUPPORTED) under an
+  /// older host, which cannot store parts.
+  void put_slice(const std::string& name, const void* data, DLDataType dtype, std::span<const int64_t> full_shape,
+                 int64_t begin, int64_t count) const {
+    if (!ZC_STRUCT_HAS_FIELD(w_, zc_state_writer, put_tensor_slice) || !w_->put_tensor_slice)
+      throw Error(ZC_ERR_UNSUPPORTED, "state: tensor '" + name +
+                                          "' is held in parts (ZeRO-1), which this host cannot save (needs ABI 1.5)");
+    int64_t n[1] = {count};
+    DLTensor t = make_view(const_cast<void*>(data), dtype, 1, n);
+    check(host_, w_->put_tensor_slice(w_->ctx, name.c_str(), &t, static_cast<int32_t>(full_shape.size()),
+                                      full_shape.data(), begin));
+  }
 
  private:
   const zc_host_services* host_;
@@ -147,7 +161,7 @@ class StateWriter {
 /// Reads what StateWriter wrote.
 class StateReader {
  public:
-  explicit StateReader(const zc_state_reader* r) : r_(r) {}
+  explicit StateReader(const zc_state_reader* r, const zc_host_services* host = nullptr) : r_(r), host_(host) {}
   /// The tensor or nullptr.
   const DLTensor* find(const std::string& name) const { return r_->get_tensor(r_->ctx, name.c_str()); }
   /// The tensor; throws Error(ZC_ERR_NOT_FOUND) naming it when missing.
@@ -165,12 +179,35 @@ class StateReader {
                                    ")");
     std::memcpy(dst, data_ptr<char>(t), nbytes(t));
   }
+  /// Copies elements [begin, begin + count) of the row-major order of
+  /// tensor `name` (whole: `full_numel` elements of `dtype`) into `dst`,
+  /// whether it was saved whole or in parts (zc_state_reader.
+  /// read_tensor_slice, ABI 1.5; an older host's whole tensor is sliced
+  /// here). Throws Error naming the tensor when it is missing or has another
+  /// size or dtype.
+  void read_slice(const std::string& name, int64_t full_numel, int64_t begin, void* dst, DLDataType dtype,
+                  int64_t count) const {
+    if (ZC_STRUCT_HAS_FIELD(r_, zc_state_reader, read_tensor_slice) && r_->read_tensor_slice) {
+      int64_t n[1] = {count};
+      DLTensor t = make_view(dst, dtype, 1, n);
+      check(host_, r_->read_tensor_slice(r_->ctx, name.c_str(), full_numel, begin, &t));
+      return;
+    }
+    const DLTensor& t = get(name);
+    if (!same_dtype(t.dtype, dtype) || numel(t) != full_numel || begin < 0 || count < 0 || begin + count > full_numel)
+      throw Error(ZC_ERR_DATA, "state: tensor '" + name + "' has " + std::to_string(numel(t)) +
+                                   " elements or another dtype; expected " + std::to_string(full_numel) +
+                                   " (reading [" + std::to_string(begin) + ", " + std::to_string(begin + count) + "))");
+    const size_t esize = (dtype.bits * dtype.lanes + 7) / 8;
+    std::memcpy(dst, data_ptr<char>(t) + static_cast<size_t>(begin) * esize, static_cast<size_t>(count) * esize);
+  }
   std::string_view json() const { return r_->json ? std::string_view(r_->json, r_->json_len) : std::string_view(); }
   size_t num_tensors() const { return r_->num_tensors(r_->ctx); }
   const char* tensor_name(size_t i) const { return r_->tensor_name(r_->ctx, i); }
 
  private:
   const zc_state_reader* r_;
+  const zc_host_services* host_;
 };
 
 }  // namespace zcode::sdk

@@ -16,10 +16,13 @@
 #include <zcode/sdk/stages.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace zcode::sdk {
 namespace detail {
@@ -91,7 +94,7 @@ struct Common {
     return guard([&] { static_cast<T*>(inst)->save_state(StateWriter(g_host, w)); });
   }
   static zc_status* load_state(void* inst, const zc_state_reader* r) {
-    return guard([&] { static_cast<T*>(inst)->load_state(StateReader(r)); });
+    return guard([&] { static_cast<T*>(inst)->load_state(StateReader(r, g_host)); });
   }
 };
 
@@ -299,9 +302,22 @@ struct OptimizerThunks {
       out->optimizer_state_bytes = bytes;
     });
   }
+  static zc_status* shard_granularity(const zc_create_args* a, int64_t* out, size_t count) {
+    if (a && a->host && !g_host) g_host = a->host;
+    return guard([&] {
+      if (!a || (!out && count)) throw Error(ZC_ERR_INVALID_ARGUMENT, "shard_granularity: NULL argument");
+      std::vector<int64_t> g(count, 1);
+      T::shard_granularity(CreateContext(a, /*estimate_only=*/true), std::span<int64_t>(g));
+      std::copy(g.begin(), g.end(), out);  // a failing call leaves out untouched
+    });
+  }
   static constexpr zc_optimizer_table table = {
-      ZC_SDK_COMMON(T, zc_optimizer_table, ZC_KIND_OPTIMIZER, ZC_OPTIMIZER_TABLE_VERSION), &step, &hessian_interval,
-      &update_hessian, &estimate_memory};
+      ZC_SDK_COMMON(T, zc_optimizer_table, ZC_KIND_OPTIMIZER, ZC_OPTIMIZER_TABLE_VERSION),
+      &step,
+      &hessian_interval,
+      &update_hessian,
+      &estimate_memory,
+      T::kShards ? &shard_granularity : nullptr};
 };
 
 template <class T>

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,11 @@ class CreateContext {
   /// on (abi.h lists them). NULL too when the caller built the args for an
   /// older minor (struct_size ends before the field).
   void* stream() const { return ZC_STRUCT_HAS_FIELD(args_, zc_create_args, stream) ? args_->stream : nullptr; }
+  /// An optimizer's part of the parameters (zc_create_args.shard, ABI 1.5;
+  /// ZeRO-1), or NULL: it updates every element.
+  const zc_param_shard* shard() const {
+    return ZC_STRUCT_HAS_FIELD(args_, zc_create_args, shard) ? args_->shard : nullptr;
+  }
   const zc_create_args* raw() const { return args_; }
   bool estimate_only() const { return estimate_only_; }
 
@@ -220,6 +226,14 @@ class Model : public Stage {
   virtual zc_param_list params() = 0;
   virtual void zero_grad() = 0;
   virtual void forward_backward(const zc_batch& batch, const zc_fb_options& opt, const MetricsSink& m) = 0;
+  /// Tells the host that the gradients of params() [first, first + count)
+  /// are final for this forward_backward (zc_fb_options.grads_ready, ABI
+  /// 1.5): call it from backward as each layer finishes, on the calling
+  /// thread. A no-op when the host does not listen.
+  static void grads_ready(const zc_fb_options& opt, size_t first, size_t count) {
+    if (ZC_STRUCT_HAS_FIELD(&opt, zc_fb_options, grads_ready) && opt.grads_ready && count)
+      opt.grads_ready(opt.grads_ready_ctx, first, count);
+  }
   virtual const std::string& info_json() const = 0;
   // The inference slots are optional: a model that only trains keeps the
   // defaults, and each call reports ZC_ERR_UNSUPPORTED naming the slot
@@ -291,6 +305,14 @@ class Optimizer : public Stage {
   virtual uint64_t state_bytes() const {
     throw Error(ZC_ERR_UNSUPPORTED, "this optimizer does not estimate its memory");
   }
+  /// zc_optimizer_table.shard_granularity (ABI 1.5, ZeRO-1): a class that
+  /// can keep state for a part of the parameters (CreateContext::shard())
+  /// sets kShards and hides this static with one that writes, for every
+  /// parameter ctx.model() lists, the multiple of elements at which a part
+  /// may start or end inside it (`out` holds 1s on entry). Without kShards
+  /// the table has no slot and the host never shards the optimizer.
+  static constexpr bool kShards = false;
+  static void shard_granularity(const CreateContext& /*ctx*/, std::span<int64_t> /*out*/) {}
 };
 
 class Scheduler : public Stage {

@@ -54,15 +54,22 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  /// Progresses it without blocking; true once complete (then wait()
+  /// returns at once). Throws CommError when it failed.
+  virtual bool test() = 0;
 };
 
-/// The processes of the job. Not thread-safe: one thread calls it.
+/// A group of processes of the job (the world, or a group split from it)
+/// and its collectives. Not thread-safe: one thread calls it.
 class Communicator {
  public:
   virtual ~Communicator() = default;
+  /// How the job was launched (a group split from the world reports the
+  /// world's launch).
   virtual const LaunchInfo& launch() const = 0;
-  int rank() const { return launch().rank; }
-  int size() const { return launch().size; }
+  /// This process's rank in the group, and the group's size.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
   /// "single process", or "Open MPI 4.1.4 (mpirun)": for the log.
   virtual std::string describe() const = 0;
 
@@ -75,21 +82,34 @@ class Communicator {
   /// Every rank's mine[counts[rank()]] concatenated in rank order into
   /// all[Σ counts]. `mine` may alias its own range of `all`.
   virtual void allgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) = 0;
+  /// send_counts[q] consecutive elements of `send` (rank order) go to rank
+  /// q; recv_counts[q] elements from rank q land consecutively in `recv`.
+  virtual void alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                         std::span<const size_t> recv_counts, DType t) = 0;
   /// Rank q's send range q' (send[offset_q' .. + counts[q']], offsets the
   /// prefix sums of counts) goes to rank q'; recv[size() * counts[rank()]]
   /// receives rank q's piece of this rank's range at q * counts[rank()].
   virtual void alltoall_ranges(const void* send, void* recv, std::span<const size_t> counts, DType t) = 0;
+  /// Root's data[0..n) to every rank.
+  virtual void broadcast(void* data, size_t n, DType t, int root) = 0;
   /// Every rank's bytes, in rank order.
   virtual std::vector<std::string> allgather_bytes(const std::string& mine) = 0;
   /// Root's bytes to every rank.
   virtual void broadcast_bytes(std::string& bytes, int root) = 0;
   virtual void barrier() = 0;
-  /// Non-blocking forms of reduce_scatter and allgatherv (same arguments;
-  /// the buffers must stay valid and untouched until wait()).
+  /// Non-blocking forms (same arguments; the buffers must stay valid and
+  /// untouched until wait()).
+  virtual std::unique_ptr<Request> iallreduce(void* data, size_t n, DType t, ReduceOp op) = 0;
   virtual std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const size_t> counts,
                                                    DType t, ReduceOp op) = 0;
   virtual std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts,
                                                DType t) = 0;
+  virtual std::unique_ptr<Request> ialltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
+                                              std::span<const size_t> recv_counts, DType t) = 0;
+  virtual std::unique_ptr<Request> ibroadcast(void* data, size_t n, DType t, int root) = 0;
+  /// A new group of the ranks that pass the same `color`, ranked by `key`
+  /// (MPI_Comm_split). A collective over this group: every rank calls it.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   /// Ends every process of the job with `code` (never returns).
   [[noreturn]] virtual void abort(int code) = 0;
 

@@ -1,73 +1,126 @@
 // zcode/core/dist/gradient_reducer.h: the data-parallel gradient reduction of
-// one optimizer step, over a FlatLayout.
+// one optimizer step, and ZeRO-1's parameter all-gather, over a FlatLayout.
 //
 // Every rank computes the gradients of its micro-batches (each normalised by
 // the target tokens of the whole global step, so the sum over ranks is the
 // gradient of the global batch). Two ways to sum them:
 //
 //   fast (training.deterministic: false): each rank accumulates its own
-//     micro-batches in the model, then allreduce() sums the ranks' totals,
-//     bucket by bucket in reverse flat order (bucket_mb each), as a
-//     reduce-scatter followed by an all-gather: every element is reduced once,
-//     on the rank owning it, so every rank ends with the same bits. The order
-//     of the sum across ranks is MPI's, not the one-process order.
+//     micro-batches in the model, then the ranks' totals are summed bucket
+//     by bucket in reverse flat order (bucket_mb each; the order in which a
+//     backward pass finishes the gradients), each bucket as a reduce-scatter:
+//     every element is reduced once, on one rank, so every rank ends with
+//     the same bits. Without ZeRO an all-gather of each bucket follows, and
+//     every rank has the whole sum; with ZeRO (zero_stage 1) each rank keeps
+//     only its shard (ShardPlan) of it. The buckets can start during the
+//     backward pass (on_grads_ready, from the model's zc_fb_options.
+//     grads_ready): a bucket starts as soon as all its tensors are final,
+//     and Open MPI progresses it whenever the backward calls back. The
+//     order of the sum across ranks is MPI's, not the one-process order.
 //
-//   deterministic (true): after each micro-batch, add_micro() sends shard q of
-//     that micro-batch's gradient to rank q (an all-to-all), and the owner adds
-//     the N pieces in rank order into its fp32 accumulator; finish() all-gathers
-//     the accumulated shards. Micro-batch m of rank r is global micro-batch
-//     m·N + r, so the owner's fold is ((d_0 + d_1) + d_2) + ... in global
-//     order: the same sum, element by element, as one process with
-//     gradient_accumulation × N that runs the same fold (the engine uses this
-//     class there too, with N = 1, when deterministic).
+//   deterministic (true): after each micro-batch, add_micro() sends shard q
+//     (ShardPlan) of that micro-batch's gradient to rank q (an all-to-all),
+//     and the owner adds the N pieces in rank order into its fp32
+//     accumulator; finish() all-gathers the accumulated shards (not with
+//     ZeRO). Micro-batch m of rank r is global micro-batch m·N + r, so the
+//     owner's fold is ((d_0 + d_1) + d_2) + ... in global order: the same sum,
+//     element by element, as one process with gradient_accumulation × N that
+//     runs the same fold (the engine uses this class there too, with N = 1,
+//     when deterministic).
 //
-// Memory: one flat gradient copy (size() fp32) plus, deterministic, N shards
-// of receive buffer and one accumulator shard. No allocation after
-// construction. Not thread-safe (the Communicator's one thread).
+// The global gradient norm (norm()) is the fold of the kSumBlock blocks'
+// partials in flat order (core::grad_norm's definition): with ZeRO each
+// rank computes its shard's blocks and one all-gather joins them, so the
+// norm has the one-process bits in every layout.
+//
+// Memory: one flat copy (size() fp32), shared by the gradients and, with
+// ZeRO, the parameter all-gather; one shard; deterministic, N shards of
+// receive buffer. No allocation after construction except inside MPI's
+// non-blocking calls. Not thread-safe (the Communicator's one thread).
 #pragma once
 
 #include <zcode/core/dist/communicator.h>
 #include <zcode/core/dist/flat_layout.h>
 
+#include <memory>
 #include <vector>
 
 namespace zcode::dist {
 
 class GradientReducer {
  public:
-  /// `params` must stay valid (the model's list). bucket_mb > 0.
-  GradientReducer(Communicator& comm, const zc_param_list& params, double bucket_mb, bool deterministic);
+  struct Options {
+    double bucket_mb = 25;
+    bool deterministic = false;
+    bool zero = false;  ///< ZeRO-1: keep only this rank's shard of the summed gradient
+  };
+  /// `params` must stay valid (the model's list); `layout` and `plan` (its
+  /// shards, one per rank) must outlive the reducer. Throws
+  /// std::invalid_argument when bucket_mb <= 0 or the plan has another
+  /// number of parts than the communicator has ranks.
+  GradientReducer(Communicator& comm, const zc_param_list& params, const FlatLayout& layout, const ShardPlan& plan,
+                  const Options& opts);
+  ~GradientReducer();
 
   const FlatLayout& layout() const { return layout_; }
-  bool deterministic() const { return deterministic_; }
+  bool deterministic() const { return opts_.deterministic; }
+  bool zero() const { return opts_.zero; }
+  /// This rank's part of every tensor (ZeRO-1: what its optimizer updates).
+  const std::vector<int64_t>& shard_begin() const { return my_begin_; }
+  const std::vector<int64_t>& shard_end() const { return my_end_; }
 
-  /// Fast path: the gradients in `params` become their sum over the ranks.
-  void allreduce();
+  /// Fast path, per optimizer step: begin_fast() before the last
+  /// micro-batch's forward/backward; on_grads_ready() as the model announces
+  /// final tensors (optional: every bucket not started by then starts in
+  /// finish_fast()); finish_fast() completes the sum (the whole gradient in
+  /// every rank's `params`, or with ZeRO its shard).
+  void begin_fast();
+  void on_grads_ready(size_t first, size_t count);
+  void finish_fast();
 
   /// Deterministic path, per optimizer step: begin(); after each of this
   /// rank's micro-batches (the model's gradient holding only that
   /// micro-batch's), add_micro(); then finish() writes the global sum into
-  /// `params`' gradients.
+  /// `params`' gradients (with ZeRO, this rank's shard of them).
   void begin();
   void add_micro();
   void finish();
 
-  /// Milliseconds spent in collectives since the last call (for the step
-  /// line's comm_ms); resets the count.
+  /// The global gradient norm after the sum (a collective with ZeRO).
+  double norm();
+  /// g ← c·g on the gradients this rank holds summed (all, or its shard).
+  void scale(float c);
+  /// ZeRO-1 after the optimizer step: every rank's shard of the parameter
+  /// values to every rank (an all-gather). A no-op without ZeRO.
+  void allgather_params();
+
+  /// Milliseconds spent waiting in collectives (the exposed communication)
+  /// since the last call; resets the count.
   double take_comm_ms();
 
  private:
+  struct Bucket;
+  void start_bucket(size_t b);
+  void progress();
+  void pack_final(size_t tensor);
+
   Communicator& comm_;
   const zc_param_list& params_;
-  FlatLayout layout_;
-  bool deterministic_;
-  std::vector<float> flat_;                         // the packed gradient [size()]
-  std::vector<std::pair<size_t, size_t>> buckets_;  // [begin, end), reverse flat order
-  std::vector<std::vector<size_t>> bucket_counts_;  // per bucket: the ranks' shard sizes
-  std::vector<float> shard_;                        // fast: one bucket's shard; deterministic: the accumulator
-  std::vector<size_t> counts_;                      // deterministic: the ranks' shards of the whole index
-  size_t shard_offset_ = 0;                         // deterministic: this rank's shard start
-  std::vector<float> recv_;                         // deterministic: N pieces of this rank's shard
+  const FlatLayout& layout_;
+  const ShardPlan& plan_;
+  Options opts_;
+  size_t my_lo_ = 0, my_hi_ = 0;          // this rank's flat shard
+  std::vector<int64_t> my_begin_, my_end_;  // per tensor, its part of the shard
+  std::vector<float> flat_;                 // the packed gradient (and, with ZeRO, the gathered values) [size()]
+  std::vector<float> shard_;                // fast: the reduce-scatter's output; deterministic: the accumulator
+  std::vector<size_t> counts_;              // the ranks' shard sizes
+  std::vector<float> recv_;                 // deterministic: N pieces of this rank's shard
+  std::vector<Bucket> buckets_;             // fast: reverse flat order
+  std::vector<size_t> tensor_pending_;      // fast: per bucket, tensors not yet final
+  std::vector<char> packed_;                // fast: per tensor, packed into flat_ this step
+  std::vector<std::vector<size_t>> tensor_buckets_;  // fast: per tensor, the buckets it overlaps
+  std::vector<double> partials_, all_partials_;        // norm() with ZeRO
+  std::vector<size_t> partial_counts_;
   double comm_ms_ = 0;
 };
 
