@@ -153,7 +153,7 @@ int run(const Args& a) {
 
   // Initial weights through save_state (what model.safetensors holds).
   StateCtx state;
-  zc_state_writer w{sizeof(zc_state_writer), 0, &state, &put_tensor, &put_json};
+  zc_state_writer w{sizeof(zc_state_writer), 0, &state, &put_tensor, &put_json, nullptr};
   zcode::check_plugin_call(mc, "save_state", mc.base()->save_state(model.get(), &w));
   state.writer.set_metadata("source", "quickstart_dump: initial model state of " + a.config);
   state.writer.save(out_dir + "/weights.safetensors");

@@ -532,8 +532,7 @@ TEST(Validate, NotImplementedOptionsAreErrors) {
   EXPECT_EQ(errs("distributed:\n  backend: nccl\n"),
             (Lines{"distributed.backend: 'nccl' needs the CUDA backend, which is not implemented yet; use mpi (or "
                    "auto)"}));
-  EXPECT_EQ(errs("distributed:\n  zero_stage: 1\n"),
-            (Lines{"distributed.zero_stage: 1 (sharded optimizer state) is not implemented yet; use 0"}));
+  EXPECT_EQ(errs("distributed:\n  zero_stage: 1\n"), Lines{});  // ZeRO-1 (core/src/dist)
   EXPECT_EQ(errs("distributed:\n  expert_parallel: 2\n"),
             (Lines{"distributed.expert_parallel: 2 (experts split over ranks) is not implemented yet; use 1"}));
   EXPECT_EQ(errs("training:\n  precision: bf16\n"),

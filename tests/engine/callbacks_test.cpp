@@ -189,7 +189,8 @@ TEST_F(Callbacks, EarlyStoppingPatienceAndState) {
   zc_state_writer w{sizeof(zc_state_writer), 0, &json, nullptr, [](void* c, const char* j, size_t n) -> zc_status* {
                       static_cast<std::string*>(c)->assign(j, n);
                       return nullptr;
-                    }};
+                    },
+                    nullptr};
   ASSERT_EQ(table("early_stopping")->save_state(e, &w), nullptr);
   EXPECT_EQ(send("early_stopping", e, ZC_EVENT_EVAL_END, 4, R"({"loss":2.6})"), ZC_CALLBACK_REQUEST_STOP);
   void* f = create("early_stopping", R"({"type":"early_stopping","patience":2,"min_delta":0.01})", "{}");
@@ -200,7 +201,8 @@ TEST_F(Callbacks, EarlyStoppingPatienceAndState) {
                     [](void*) -> size_t { return 0; },
                     [](void*, size_t) -> const char* { return nullptr; },
                     json.c_str(),
-                    json.size()};
+                    json.size(),
+                    nullptr};
   ASSERT_EQ(table("early_stopping")->load_state(f, &r), nullptr);
   EXPECT_EQ(send("early_stopping", f, ZC_EVENT_EVAL_END, 4, R"({"loss":2.6})"), ZC_CALLBACK_REQUEST_STOP);
   table("early_stopping")->destroy(e);

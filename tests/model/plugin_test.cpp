@@ -211,7 +211,7 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   batch.struct_size = sizeof batch;
   batch.input_ids = DLTensor{ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
   batch.targets = DLTensor{tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
-  zc_fb_options o{sizeof(zc_fb_options), ZC_LABELS_TARGETS, 12.0, 1.0, 0};
+  zc_fb_options o{sizeof(zc_fb_options), ZC_LABELS_TARGETS, 12.0, 1.0, 0, nullptr, nullptr};
   std::map<std::string, double> got;
   zc_metrics_sink sink{
       &got, [](void* c, const char* n, double v) { (*static_cast<std::map<std::string, double>*>(c))[n] = v; }};
@@ -235,7 +235,7 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   EXPECT_EQ(lp[0], 0.0f);
 
   Store st;
-  zc_state_writer w{sizeof(zc_state_writer), 0, &st, put_tensor, put_json};
+  zc_state_writer w{sizeof(zc_state_writer), 0, &st, put_tensor, put_json, nullptr};
   ASSERT_EQ(call(table_->save_state(m, &w)), "");
   EXPECT_NE(st.json.find("\"architecture\""), std::string::npos);
   EXPECT_EQ(st.order.front(), "embed.weight");
@@ -245,7 +245,7 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   void* m2 = create(kOpts);
   ASSERT_NE(m2, nullptr);
   zc_state_reader r{sizeof(zc_state_reader), 0, &st, get_tensor, num_tensors, tensor_name, st.json.c_str(),
-                    st.json.size()};
+                    st.json.size(), nullptr};
   ASSERT_EQ(call(table_->load_state(m2, &r)), "");
   std::vector<float> lp2(B * T);
   DLTensor out2{lp2.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
@@ -255,7 +255,7 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   // Refusals: a wrong shape, a missing tensor, an unknown tensor, another head layout.
   Store bad = st;
   bad.tensors["layers.0.attn.wq"].shape = {8, 32};
-  zc_state_reader rb{sizeof(zc_state_reader), 0, &bad, get_tensor, num_tensors, tensor_name, "", 0};
+  zc_state_reader rb{sizeof(zc_state_reader), 0, &bad, get_tensor, num_tensors, tensor_name, "", 0, nullptr};
   EXPECT_EQ(call(table_->load_state(m2, &rb)),
             "model state: tensor 'layers.0.attn.wq' has shape [8, 32], expected [16, 16]");
   bad = st;
@@ -268,7 +268,7 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   bad = st;
   std::string j = st.json;
   j.replace(j.find("\"n_heads\":4"), 11, "\"n_heads\":2");
-  zc_state_reader rj{sizeof(zc_state_reader), 0, &bad, get_tensor, num_tensors, tensor_name, j.c_str(), j.size()};
+  zc_state_reader rj{sizeof(zc_state_reader), 0, &bad, get_tensor, num_tensors, tensor_name, j.c_str(), j.size(), nullptr};
   EXPECT_EQ(call(table_->load_state(m2, &rj)), "model state: n_heads is 2 in the checkpoint but 4 in the config");
   // The failed loads changed nothing.
   ASSERT_EQ(call(table_->forward_logprobs(m2, &batch, &out2)), "");
@@ -301,7 +301,7 @@ TEST_F(PluginTest, NamedActivationsMatchActivations) {
   batch.struct_size = sizeof batch;
   batch.input_ids = DLTensor{ids.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
   batch.targets = DLTensor{tg.data(), {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0};
-  zc_fb_options o{sizeof(zc_fb_options), ZC_LABELS_TARGETS, 16.0, 1.0, 0};
+  zc_fb_options o{sizeof(zc_fb_options), ZC_LABELS_TARGETS, 16.0, 1.0, 0, nullptr, nullptr};
   zc_metrics_sink sink{nullptr, [](void*, const char*, double) {}};
   ASSERT_EQ(call(table_->forward_backward(m, &batch, &o, &sink)), "");
 

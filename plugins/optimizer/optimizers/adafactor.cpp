@@ -140,14 +140,6 @@ void Adafactor::shard_granularity(const sdk::CreateContext& ctx, std::span<int64
   }
 }
 
-uint64_t Adafactor::state_bytes() const {
-  uint64_t n = OptimizerBase::state_bytes() + sums_a_.bytes() + sums_b_.bytes();
-  for (size_t i = 0; i < f_.size(); ++i)
-    if (f_[i].factored && slots_[i].n > 0)
-      n += static_cast<uint64_t>(f_[i].nq + f_[i].batch * f_[i].cols) * sizeof(float);
-  return n;
-}
-
 void Adafactor::step(double lr, uint64_t /*step*/) {
   ++step_;
   const double t = static_cast<double>(step_);

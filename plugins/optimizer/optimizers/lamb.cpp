@@ -90,6 +90,4 @@ void Lamb::step(double lr, uint64_t /*step*/) {
   }
 }
 
-uint64_t Lamb::state_bytes() const { return OptimizerBase::state_bytes() + norms_.bytes(); }
-
 }  // namespace zcode::optim

@@ -44,7 +44,6 @@ class Lamb final : public OptimizerBase {
  public:
   explicit Lamb(const sdk::CreateContext& ctx);
   void step(double lr, uint64_t step) override;
-  uint64_t state_bytes() const override;
   /// ZeRO-1 parts start and end on the norms' blocks (kernels::kSumBlock).
   static void shard_granularity(const sdk::CreateContext& ctx, std::span<int64_t> out);
 
@@ -79,7 +78,6 @@ class Adafactor final : public OptimizerBase {
  public:
   explicit Adafactor(const sdk::CreateContext& ctx);
   void step(double lr, uint64_t step) override;
-  uint64_t state_bytes() const override;
   /// ZeRO-1 parts of a matrix start and end between bands of rows (the
   /// column sums' blocks: at least 64 Ki elements); vectors on kSumBlock.
   static void shard_granularity(const sdk::CreateContext& ctx, std::span<int64_t> out);
@@ -99,13 +97,6 @@ class Adafactor final : public OptimizerBase {
   std::vector<Factored> f_;
   TensorSums sums_a_, sums_b_;  // (A) column, R and w² partials; (B) Σ U² partials
   std::vector<double> mean_r_;  // scratch [max batch]
-};
-  double eps1_ = 1e-30, eps2_ = 1e-3, decay_rate_ = -0.8, clip_threshold_ = 1.0, beta1_ = 0.0;
-  bool use_beta1_ = false, relative_step_ = false, scale_parameter_ = false, warmup_init_ = false;
-  double base_lr_ = 1e-3;
-  std::vector<Factored> f_;
-  std::vector<float> row_scale_, col_scale_;  // scratch [max rows], [max cols]
-  std::vector<double> col_acc_;               // scratch [max cols]
 };
 
 /// Sophia-G (Liu et al. 2023, "Sophia: A Scalable Stochastic Second-order

@@ -113,9 +113,6 @@ class TensorSums {
     return kernels::fold(all_.data() + first_[i] + from * width_[i] + k, count, width_[i]);
   }
 
-  /// Bytes of the buffers (estimate_memory).
-  uint64_t bytes() const { return static_cast<uint64_t>(local_size_ + total_) * sizeof(double); }
-
  private:
   const sdk::Collectives* comm_ = nullptr;
   zc_group group_ = ZC_GROUP_DATA;

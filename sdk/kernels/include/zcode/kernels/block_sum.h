@@ -33,7 +33,11 @@ inline int64_t sum_blocks(int64_t n) { return (n + kSumBlock - 1) / kSumBlock; }
 template <class F>
 void block_partials(int64_t n, int64_t block, int64_t width, int threads, F&& f, double* out) {
   const int64_t blocks = (n + block - 1) / block;
+#if defined(_OPENMP)
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && blocks > 1 && n >= 32768)
+#else
+  (void)threads;
+#endif
   for (int64_t b = 0; b < blocks; ++b) {
     double* acc = out + b * width;
     for (int64_t k = 0; k < width; ++k) acc[k] = 0.0;
