@@ -519,6 +519,8 @@ zc_status* StateReaderView::read_tensor_slice(void* ctx, const char* name, int64
   try {
     if (!name || !dst) return make_status(ZC_ERR_INVALID_ARGUMENT, "read_tensor_slice: NULL name or tensor");
     if (v->parts_) {
+      if (std::find(v->names_.begin(), v->names_.end(), name) == v->names_.end())
+        return make_status(ZC_ERR_NOT_FOUND, std::string("state: tensor '") + name + "' missing");
       v->parts_->read_slice(name, numel, begin, *dst);
       return nullptr;
     }

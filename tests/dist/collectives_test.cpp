@@ -3,7 +3,15 @@
 // ranks' inputs (rank r contributes r + 1, or r·10 + i), so a rank that got
 // another rank's piece, a wrong count or a wrong order fails. Each rank runs
 // the same gtest binary; a failure on any rank fails mpirun.
+//
+// The second half drives the plugins' view of the same collectives: the
+// zc_collectives table (ABI 1.5) of a CollectivesService, through the SDK's
+// typed wrapper (zcode/sdk/collectives.h), as a plugin built against the
+// SDK calls it; and the groups of distributed.expert_parallel.
 #include <zcode/core/dist/communicator.h>
+#include <zcode/core/dist/process_groups.h>
+#include <zcode/core/host_services.h>
+#include <zcode/sdk/collectives.h>
 
 #include <gtest/gtest.h>
 
@@ -113,6 +121,134 @@ TEST(Collectives, CountsThatDoNotMatchTheWorldAreAnError) {
   std::vector<size_t> counts(static_cast<size_t>(c.size()) + 1, 1);
   std::vector<float> a(counts.size()), b(1);
   EXPECT_THROW(c.reduce_scatter(a.data(), b.data(), counts, DType::kF32, ReduceOp::kSum), CommError);
+}
+
+// ---- the zc_collectives service, as a plugin sees it -------------------------
+
+struct Service {
+  ProcessGroups groups{world(), 1};
+  CollectivesService service{groups};
+  zcode::HostServices host{7};
+  Service() { host.set_collectives(service.table()); }
+  zcode::sdk::Collectives sdk() const { return zcode::sdk::Collectives(host.raw()); }
+};
+
+TEST(CollectiveService, RankSizeAndReductions) {
+  Service s;
+  const auto c = s.sdk();
+  const int n = world().size(), r = world().rank();
+  EXPECT_EQ(c.size(ZC_GROUP_WORLD), n);
+  EXPECT_EQ(c.size(ZC_GROUP_DATA), n);
+  EXPECT_EQ(c.rank(ZC_GROUP_DATA), r);
+  EXPECT_EQ(c.size(ZC_GROUP_EXPERT), 1);  // expert_parallel 1: every rank holds all experts
+  EXPECT_EQ(c.size(ZC_GROUP_EXPERT_DATA), n);
+  std::vector<double> v = {r + 1.0, 2.0 * r};
+  c.allreduce(std::span<double>(v), ZC_REDUCE_SUM, ZC_GROUP_WORLD);
+  EXPECT_EQ(v[0], n * (n + 1) / 2.0);
+  EXPECT_EQ(v[1], static_cast<double>(n * (n - 1)));
+  std::vector<float> a = {static_cast<float>(r + 1)};
+  c.allreduce(std::span<float>(a), ZC_REDUCE_AVG, ZC_GROUP_DATA);
+  EXPECT_EQ(a[0], static_cast<float>(n + 1) / 2.0f);  // (1 + ... + n) / n
+  std::vector<int64_t> m = {r, -r};
+  c.allreduce(std::span<int64_t>(m), ZC_REDUCE_MAX, ZC_GROUP_WORLD);
+  EXPECT_EQ(m[0], n - 1);
+  EXPECT_EQ(m[1], 0);
+  c.allreduce(std::span<int64_t>(m), ZC_REDUCE_MIN, ZC_GROUP_WORLD);
+  EXPECT_EQ(m[0], n - 1);
+}
+
+TEST(CollectiveService, GatherScatterAlltoallvBroadcast) {
+  Service s;
+  const auto c = s.sdk();
+  const int n = world().size(), r = world().rank();
+  // allgather with counts: rank q sends q + 1 values 100q + i.
+  std::vector<int64_t> counts(static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) counts[static_cast<size_t>(q)] = q + 1;
+  std::vector<int64_t> mine(static_cast<size_t>(r + 1));
+  for (int i = 0; i <= r; ++i) mine[static_cast<size_t>(i)] = 100 * r + i;
+  std::vector<int64_t> all(static_cast<size_t>(n * (n + 1) / 2), -1);
+  c.allgather(std::span<const int64_t>(mine), std::span<int64_t>(all), std::span<const int64_t>(counts), ZC_GROUP_WORLD);
+  size_t at = 0;
+  for (int q = 0; q < n; ++q)
+    for (int i = 0; i <= q; ++i) EXPECT_EQ(all[at++], 100 * q + i) << q << " " << i;
+  // reduce_scatter with the same counts: element j summed over ranks is Σ_q (q + j) = n(n-1)/2 + n·j.
+  std::vector<double> send(all.size());
+  for (size_t j = 0; j < send.size(); ++j) send[j] = r + static_cast<double>(j);
+  std::vector<double> part(static_cast<size_t>(r + 1));
+  c.reduce_scatter(std::span<const double>(send), std::span<double>(part), std::span<const int64_t>(counts),
+                   ZC_REDUCE_SUM, ZC_GROUP_DATA);
+  const size_t first = static_cast<size_t>(r * (r + 1) / 2);
+  for (size_t i = 0; i < part.size(); ++i)
+    EXPECT_EQ(part[i], n * (n - 1) / 2.0 + n * static_cast<double>(first + i)) << i;
+  // alltoallv, started and waited for: rank r sends q + 1 values 10r + q to rank q.
+  std::vector<int64_t> sc(static_cast<size_t>(n)), rc(static_cast<size_t>(n), r + 1);
+  std::vector<float> out;
+  for (int q = 0; q < n; ++q) {
+    sc[static_cast<size_t>(q)] = q + 1;
+    for (int i = 0; i <= q; ++i) out.push_back(static_cast<float>(10 * r + q));
+  }
+  std::vector<float> in(static_cast<size_t>(n * (r + 1)), -1.0f);
+  zcode::sdk::CommRequest req;
+  c.alltoallv(std::span<const float>(out), std::span<const int64_t>(sc), std::span<float>(in),
+              std::span<const int64_t>(rc), ZC_GROUP_WORLD, &req);
+  req.wait();
+  for (int q = 0; q < n; ++q)
+    for (int i = 0; i <= r; ++i) EXPECT_EQ(in[static_cast<size_t>(q * (r + 1) + i)], static_cast<float>(10 * q + r));
+  // broadcast from the last rank.
+  std::vector<double> b = {r == n - 1 ? 3.5 : 0.0, r == n - 1 ? -1.0 : 0.0};
+  c.broadcast(std::span<double>(b), n - 1, ZC_GROUP_WORLD);
+  EXPECT_EQ(b[0], 3.5);
+  EXPECT_EQ(b[1], -1.0);
+  c.barrier(ZC_GROUP_WORLD);
+}
+
+TEST(CollectiveService, BadArgumentsAreAStatusNamingTheCall) {
+  Service s;
+  const zc_collectives* t = s.service.table();
+  const int n = world().size();
+  // reduce_scatter of 1 element per... a send that the ranks cannot split evenly.
+  std::vector<float> a(static_cast<size_t>(n) + 1), b(1);
+  int64_t sa[1] = {static_cast<int64_t>(a.size())}, sb[1] = {1};
+  DLTensor ta = zcode::sdk::make_view(a.data(), zcode::sdk::kF32, 1, sa);
+  DLTensor tb = zcode::sdk::make_view(b.data(), zcode::sdk::kF32, 1, sb);
+  zc_status* st = t->reduce_scatter(t->ctx, ZC_GROUP_WORLD, &ta, &tb, nullptr, ZC_REDUCE_SUM, nullptr, nullptr);
+  ASSERT_NE(st, nullptr);
+  EXPECT_EQ(zcode::status_code(st), static_cast<zc_status_code>(ZC_ERR_INVALID_ARGUMENT));
+  EXPECT_NE(std::string(zcode::status_message(st)).find("collectives.reduce_scatter: send has"), std::string::npos)
+      << zcode::status_message(st);
+  zcode::status_release(st);
+  // A dtype the collectives do not carry, and a root outside the group.
+  DLTensor ti = ta;
+  ti.dtype = zcode::sdk::kI32;
+  st = t->allreduce(t->ctx, ZC_GROUP_WORLD, &ti, ZC_REDUCE_SUM, nullptr, nullptr);
+  ASSERT_NE(st, nullptr);
+  EXPECT_NE(std::string(zcode::status_message(st)).find("expected float32, float64 or int64"), std::string::npos);
+  zcode::status_release(st);
+  st = t->broadcast(t->ctx, ZC_GROUP_WORLD, &tb, n, nullptr, nullptr);
+  ASSERT_NE(st, nullptr);
+  EXPECT_NE(std::string(zcode::status_message(st)).find("is not a rank of the group"), std::string::npos);
+  zcode::status_release(st);
+  st = t->allreduce(t->ctx, 99, &tb, ZC_REDUCE_SUM, nullptr, nullptr);
+  ASSERT_NE(st, nullptr);
+  EXPECT_NE(std::string(zcode::status_message(st)).find("unknown process group 99"), std::string::npos);
+  zcode::status_release(st);
+}
+
+// expert_parallel = K splits the world into W/K expert groups of K
+// consecutive ranks and K expert-data groups of the ranks r mod K.
+TEST(CollectiveService, ExpertGroupsSplitTheWorld) {
+  const int n = world().size(), r = world().rank();
+  EXPECT_THROW(ProcessGroups(world(), n + 1), std::invalid_argument);
+  ProcessGroups g(world(), n);  // one expert group of every rank
+  EXPECT_EQ(g.get(ZC_GROUP_EXPERT).size(), n);
+  EXPECT_EQ(g.get(ZC_GROUP_EXPERT).rank(), r);
+  EXPECT_EQ(g.get(ZC_GROUP_EXPERT_DATA).size(), 1);
+  int64_t v = r + 1;
+  g.get(ZC_GROUP_EXPERT).allreduce(&v, 1, DType::kI64, ReduceOp::kSum);
+  EXPECT_EQ(v, int64_t{n} * (n + 1) / 2);
+  v = r + 1;
+  g.get(ZC_GROUP_EXPERT_DATA).allreduce(&v, 1, DType::kI64, ReduceOp::kSum);
+  EXPECT_EQ(v, r + 1);  // alone in its group
 }
 
 }  // namespace

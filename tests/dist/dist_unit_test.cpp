@@ -158,6 +158,50 @@ TEST(FlatLayout, OffsetsArePaddedToTheGranuleAndPackRoundTrips) {
   EXPECT_EQ(p.grads[1][0], 200.0f);
 }
 
+// Shards cut inside a tensor only at multiples of lcm(the optimizer's
+// granularity, kSumBlock = 4096), or at a tensor's start, nearest to q·size/N.
+TEST(ShardPlan, CutsAtBlocksOrTensorStartsNearestTheEvenSplit) {
+  Params p({{10000}, {5000}, {20000}});
+  const FlatLayout l(p.list);
+  // Offsets 0, 10000, 15008 (5000 padded to 5008); size 35008.
+  ASSERT_EQ(l.size(), 35008u);
+  // 2 parts: target 17504 lies in tensor 2 (from 15008): cuts 15008 (2496
+  // below) or 15008 + 4096 = 19104 (1600 above) -> 19104.
+  auto two = zcode::dist::plan_shards(l, 2, {1, 1, 1});
+  EXPECT_EQ(two.bounds, (std::vector<size_t>{0, 19104, 35008}));
+  int64_t b = -1, e = -1;
+  two.tensor_range(l, 0, 2, &b, &e);
+  EXPECT_EQ(b, 0);
+  EXPECT_EQ(e, 4096);
+  two.tensor_range(l, 1, 2, &b, &e);
+  EXPECT_EQ(b, 4096);
+  EXPECT_EQ(e, 20000);
+  two.tensor_range(l, 1, 0, &b, &e);
+  EXPECT_EQ(b, e);  // rank 1 holds none of tensor 0
+  EXPECT_EQ(two.counts(), (std::vector<size_t>{19104, 15904}));
+  // Tensor 2 never cut (granularity = its size): the cut falls on its start.
+  EXPECT_EQ(zcode::dist::plan_shards(l, 2, {1, 1, 20000}).bounds, (std::vector<size_t>{0, 15008, 35008}));
+  // 3 parts: 11669 -> 10000 (tensor 1's start; 14096 is 2427 away), 23338
+  // -> 15008 + 2·4096 = 23200 (138 below).
+  EXPECT_EQ(zcode::dist::plan_shards(l, 3, {1, 1, 1}).bounds, (std::vector<size_t>{0, 10000, 23200, 35008}));
+  // An optimizer granularity of 6144 makes the step lcm(6144, 4096) = 12288:
+  // 17504 -> 15008 (2496 below; 27296 is 9792 above).
+  EXPECT_EQ(zcode::dist::plan_shards(l, 2, {1, 1, 6144}).bounds, (std::vector<size_t>{0, 15008, 35008}));
+  EXPECT_THROW(zcode::dist::plan_shards(l, 2, {1, 1}), std::invalid_argument);
+}
+
+// The ranged pack/unpack of ZeRO-1 (values all-gathered, grads of a shard).
+TEST(FlatLayout, RangedValuesAndGradsTouchOnlyTheRange) {
+  Params p({{20}, {20}});  // offsets 0 and 32
+  const FlatLayout l(p.list);
+  std::vector<float> range(16, 5.0f);  // flat [24, 40): tensor 1's [0, 8) (24..31 is padding)
+  l.unpack_grads(range.data(), p.list, 24, 40);
+  EXPECT_EQ(p.grads[1][0], 5.0f);
+  EXPECT_EQ(p.grads[1][7], 5.0f);
+  EXPECT_EQ(p.grads[1][8], 108.0f);  // outside: as it was (100·1 + 8)
+  EXPECT_EQ(p.grads[0][19], 19.0f);
+}
+
 TEST(FlatLayout, RefusesNonFloatGradients) {
   Params p(std::vector<std::vector<int64_t>>{{4}});
   p.tensors[0].dtype = {kDLFloat, 16, 1};
