@@ -372,8 +372,11 @@ int Engine::Impl::train(int profile_steps) {
   // evaluates; the others wait for its decision.
   if (!loop.profiling() && !resumed && step == 0 && cfg.training().eval_at_start) {
     const bool stop = stop_requested();
+    if (!leader()) c.pause_timeout(true);  // waiting for rank 0's evaluation
     const uint32_t f = leader() && !stop ? evaluate_and_emit(false) : 0;
-    if (agree(c, f, false).flags & ZC_CALLBACK_REQUEST_STOP) {
+    const uint32_t agreed = agree(c, f, false).flags;
+    if (!leader()) c.pause_timeout(false);
+    if (agreed & ZC_CALLBACK_REQUEST_STOP) {
       log::info("A callback asked to stop training at step 0");
       return kExitOk;
     }
@@ -381,6 +384,7 @@ int Engine::Impl::train(int profile_steps) {
   bool stop_requested_by_callback = false, interrupted = false;
   while (step < loop.max_steps) {
     const auto t_step = Clock::now();
+    c.note_step(step);
     loop.trace.begin_step(step + 1);
     Loop::Step s;
     if (!loop.load_batches(s)) return kExitInterrupted;
@@ -399,8 +403,12 @@ int Engine::Impl::train(int profile_steps) {
       if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
       continue;
     }
-    if (loop.eval_due() && leader()) flags |= evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP;
+    const bool eval_due = loop.eval_due();
+    // The others wait for rank 0's evaluation as long as it takes.
+    if (eval_due && !leader()) c.pause_timeout(true);
+    if (eval_due && leader()) flags |= evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP;
     const Agreement a = agree(c, flags, stop_requested());
+    if (eval_due && !leader()) c.pause_timeout(false);
     flags = a.flags;
     if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
     if (loop.save_due(flags, a.stop || stop_requested_by_callback)) save_checkpoint_all();
@@ -501,6 +509,9 @@ int Engine::run() {
     });
     m.check_same_run();
     start_phase(comm, [&] { m.make_groups(); });
+    // A rank that hangs would keep the others in a collective forever.
+    comm.set_timeout(static_cast<double>(m.cfg.distributed().timeout_s),
+                     [](const std::string& line) { log::error(line); });
     const bool resume = !m.opts.resume_from.empty();
     std::optional<ckpt::LoadedCheckpoint> ck;
     start_phase(comm, [&] {

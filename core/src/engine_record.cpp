@@ -82,6 +82,18 @@ fs::path Engine::Impl::save_checkpoint(const OptimizerParts* parts) {
 }
 
 void Engine::Impl::save_checkpoint_all() {
+  // The others wait for rank 0's write as long as it takes (rank 0 itself
+  // still times out when one of them hangs).
+  struct Pause {
+    dist::Communicator& c;
+    bool on;
+    Pause(dist::Communicator& comm, bool pause) : c(comm), on(pause) {
+      if (on) c.pause_timeout(true);
+    }
+    ~Pause() {
+      if (on) c.pause_timeout(false);
+    }
+  } pause(communicator(), !leader());
   if (!zero()) {
     if (leader()) save_checkpoint();
     if (world_size() > 1) communicator().barrier();

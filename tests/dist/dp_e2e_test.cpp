@@ -177,7 +177,8 @@ class DataParallel : public ::testing::Test {
   // A nano config for `layout`; `extra` is appended (YAML, top level), and
   // `model_extra` goes into the model mapping (", key: value" items).
   fs::path write_config(const std::string& name, const Layout& layout, int max_steps, bool deterministic,
-                        const std::string& optimizer = "AdamW", const std::string& model_extra = "") {
+                        const std::string& optimizer = "AdamW", const std::string& model_extra = "",
+                        int timeout_s = 60) {
     const fs::path p = dir_ / (name + ".yaml");
     std::ofstream c(p);
     c << "experiment_name: " << name << "\nseed: 11\n"
@@ -195,7 +196,7 @@ class DataParallel : public ::testing::Test {
       << (deterministic ? "true" : "false") << "}\n"
       << "logging: {console_log_level: INFO, output_dir: " << (dir_ / "outputs").string() << "}\n"
       << "evaluation: {plugins: [lm], split: val, batch_size: 2, max_batches: 4}\n";
-    if (layout.zero) c << "distributed: {zero_stage: 1}\n";
+    c << "distributed: {zero_stage: " << (layout.zero ? 1 : 0) << ", timeout_s: " << timeout_s << "}\n";
     return p;
   }
   fs::path run_dir(const std::string& name) const { return dir_ / "outputs" / name; }
@@ -502,6 +503,73 @@ TEST_F(DataParallel, AKilledRankEndsTheJob) {
   auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("k")));
   EXPECT_GE(ck.step, 8u);
   EXPECT_EQ(ck.step % 4, 0u);
+}
+
+// A rank that hangs (here: stopped with SIGSTOP) does not end the job by
+// itself; the others' watchdog (distributed.timeout_s) does: the rank that
+// waits longer than the timeout in a collective says which call and step,
+// and exits, and mpirun ends the job.
+TEST_F(DataParallel, AHungRankEndsTheJobWithinTheTimeout) {
+  const fs::path cfg = write_config("h", {2, 2}, 400, true, "AdamW", "", 3);
+  Child c = start(command(2, {"run", cfg.string()}), dir_ / "h.log");
+  Reaper reaper{c};
+  bool saved = false;
+  for (int i = 0; i < 3000 && !saved; ++i) {
+    saved = fs::exists(run_dir("h") / "checkpoints" / "step_4");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(saved) << log("h.log");
+  const pid_t victim = rank_pid(cfg, 1);
+  ASSERT_GT(victim, 0) << "no rank-1 process found";
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(victim, SIGSTOP);
+  const int rc = wait_for(c, 60);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  kill(victim, SIGKILL);  // (mpirun has killed it already, unless the test failed)
+  EXPECT_NE(rc, -1) << "the job did not end within 60 s of a rank hanging\n" << log("h.log");
+  EXPECT_NE(rc, 0);
+  EXPECT_LT(took, 30.0);
+  const std::string l = log("h.log");
+  EXPECT_NE(l.find(" s for the other ranks at step "), std::string::npos) << l;
+  EXPECT_NE(l.find("(distributed.timeout_s = 3): a rank is lost or hung"), std::string::npos) << l;
+  std::printf("[ measured ] the job ended %.1f s after rank 1 hung, timeout 3 s (exit %d)\n", took, rc);
+  auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("h")));
+  EXPECT_EQ(ck.step % 4, 0u);
+}
+
+// ZeRO-1: a rank killed while the ranks write a checkpoint (its part, or
+// the others' parts) leaves `latest` at the previous complete checkpoint,
+// which resumes bit-identically to the run that never stopped.
+TEST_F(DataParallel, ZeroKilledRankKeepsLatestAndResumesExactly) {
+  ASSERT_EQ(run({2, 2, true}, write_config("zs", {2, 2, true}, 12, true), "zs.log"), 0) << log("zs.log");
+  const fs::path cfg = write_config("zk", {2, 2, true}, 12, true);
+  Child c = start(command(2, {"run", cfg.string()}), dir_ / "zk.log");
+  Reaper reaper{c};
+  // Kill rank 1 as soon as the temp folder of step 8 appears (or, if the
+  // write was too quick to catch, right after step 8 was saved).
+  const fs::path ckdir = run_dir("zk") / "checkpoints";
+  bool mid = false, done = false;
+  for (int i = 0; i < 300000 && !mid && !done; ++i) {
+    std::error_code ec;
+    if (fs::is_directory(ckdir, ec))
+      for (const auto& e : fs::directory_iterator(ckdir, ec))
+        if (e.path().filename().string().rfind(".tmp-step_8-", 0) == 0) mid = true;
+    done = fs::exists(ckdir / "step_8");
+    if (!mid && !done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  const pid_t victim = rank_pid(cfg, 1);
+  ASSERT_GT(victim, 0);
+  kill(victim, SIGKILL);
+  EXPECT_NE(wait_for(c, 60), 0);
+  std::printf("[ measured ] rank 1 killed %s the checkpoint of step 8\n", mid && !done ? "during" : "after");
+  const auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("zk")));
+  EXPECT_TRUE(ck.step == 4 || ck.step == 8) << ck.step;
+  EXPECT_TRUE(ck.optimizer_parts != nullptr);
+  ASSERT_EQ(run({2, 2, true}, cfg, "zk2.log", {"--resume-from", "latest"}), 0) << log("zk2.log");
+  EXPECT_NE(log("zk2.log").find("Resumed from"), std::string::npos);
+  const auto a = state("zs"), b = state("zk");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [n, bytes] : a) EXPECT_TRUE(b.at(n) == bytes) << n;
 }
 
 }  // namespace

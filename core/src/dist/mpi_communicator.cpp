@@ -2,6 +2,7 @@
 // the groups split from it (MPI_Comm_split). MPI-3.1 calls only (the
 // non-blocking collectives MPI_I*); Debian 12's Open MPI is 4.1.
 #include "mpi_communicator.h"
+#include "watchdog.h"
 
 // The C API only: Open MPI's mpi.h otherwise pulls in its deprecated C++
 // bindings, which live in libmpi_cxx (not linked). The build defines these
@@ -15,6 +16,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,14 +70,15 @@ int as_int(size_t n, const char* what) {
 
 class MpiRequest final : public Request {
  public:
-  MpiRequest(MPI_Request r, const char* call, std::vector<int> a, std::vector<int> b, std::vector<int> c = {},
-             std::vector<int> d = {})
-      : req_(r), call_(call), a_(std::move(a)), b_(std::move(b)), c_(std::move(c)), d_(std::move(d)) {}
+  MpiRequest(Watchdog* watch, MPI_Request r, const char* call, std::vector<int> a, std::vector<int> b,
+             std::vector<int> c = {}, std::vector<int> d = {})
+      : watch_(watch), req_(r), call_(call), a_(std::move(a)), b_(std::move(b)), c_(std::move(c)), d_(std::move(d)) {}
   ~MpiRequest() override {
     if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
   }
   void wait() override {
     if (req_ == MPI_REQUEST_NULL) return;
+    Watchdog::Busy busy(watch_, call_);
     check(MPI_Wait(&req_, MPI_STATUS_IGNORE), call_);
   }
   bool test() override {
@@ -86,6 +89,7 @@ class MpiRequest final : public Request {
   }
 
  private:
+  Watchdog* watch_;
   MPI_Request req_;
   const char* call_;
   // MPI reads the count and displacement arrays of a non-blocking call until it completes.
@@ -118,7 +122,7 @@ class MpiCommunicator final : public Communicator {
   }
   // A group split from `parent` (owns `comm`, freed with it).
   MpiCommunicator(const MpiCommunicator& parent, MPI_Comm comm)
-      : launch_(parent.launch_), comm_(comm), owns_comm_(true), library_(parent.library_) {
+      : launch_(parent.launch_), comm_(comm), owns_comm_(true), library_(parent.library_), watch_(parent.watch_) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     read_rank_size();
   }
@@ -127,7 +131,10 @@ class MpiCommunicator final : public Communicator {
     MPI_Finalized(&fin);
     if (fin) return;
     if (owns_comm_) MPI_Comm_free(&comm_);
-    if (owns_mpi_) MPI_Finalize();
+    if (owns_mpi_) {
+      watch_->stop();
+      MPI_Finalize();
+    }
   }
 
   const LaunchInfo& launch() const override { return launch_; }
@@ -136,14 +143,17 @@ class MpiCommunicator final : public Communicator {
   std::string describe() const override { return library_ + " (" + launch_.launcher + ")"; }
 
   void allreduce(void* data, size_t n, DType t, ReduceOp op) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Allreduce");
     check(MPI_Allreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Allreduce"), mpi_type(t), mpi_op(op), comm_),
           "MPI_Allreduce");
   }
   void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t, ReduceOp op) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Reduce_scatter");
     const std::vector<int> c = ints(counts, "MPI_Reduce_scatter");
     check(MPI_Reduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), comm_), "MPI_Reduce_scatter");
   }
   void allgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Allgatherv");
     const std::vector<int> c = ints(counts, "MPI_Allgatherv"), d = displs(c);
     const void* in = in_place(mine, all, d, t) ? MPI_IN_PLACE : mine;
     check(MPI_Allgatherv(in, c[static_cast<size_t>(rank_)], mpi_type(t), all, c.data(), d.data(), mpi_type(t), comm_),
@@ -151,12 +161,14 @@ class MpiCommunicator final : public Communicator {
   }
   void alltoallv(const void* send, std::span<const size_t> send_counts, void* recv, std::span<const size_t> recv_counts,
                  DType t) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Alltoallv");
     const std::vector<int> sc = ints(send_counts, "MPI_Alltoallv"), sd = displs(sc);
     const std::vector<int> rc = ints(recv_counts, "MPI_Alltoallv"), rd = displs(rc);
     check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_),
           "MPI_Alltoallv");
   }
   void alltoall_ranges(const void* send, void* recv, std::span<const size_t> counts, DType t) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Alltoallv");
     const std::vector<int> sc = ints(counts, "MPI_Alltoallv"), sd = displs(sc);
     const int mine = sc[static_cast<size_t>(rank_)];
     std::vector<int> rc(sc.size(), mine), rd(sc.size());
@@ -165,9 +177,11 @@ class MpiCommunicator final : public Communicator {
           "MPI_Alltoallv");
   }
   void broadcast(void* data, size_t n, DType t, int root) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Bcast");
     check(MPI_Bcast(data, as_int(n, "MPI_Bcast"), mpi_type(t), root, comm_), "MPI_Bcast");
   }
   std::vector<std::string> allgather_bytes(const std::string& mine) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Allgatherv");
     int64_t n = static_cast<int64_t>(mine.size());
     std::vector<int64_t> sizes(static_cast<size_t>(size_));
     check(MPI_Allgather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, comm_), "MPI_Allgather");
@@ -187,25 +201,29 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
   void broadcast_bytes(std::string& bytes, int root) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Bcast");
     int64_t n = static_cast<int64_t>(bytes.size());
     check(MPI_Bcast(&n, 1, MPI_INT64_T, root, comm_), "MPI_Bcast");
     bytes.resize(static_cast<size_t>(n));
     check(MPI_Bcast(bytes.data(), as_int(static_cast<size_t>(n), "MPI_Bcast"), MPI_CHAR, root, comm_), "MPI_Bcast");
   }
-  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void barrier() override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Barrier");
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+  }
 
   std::unique_ptr<Request> iallreduce(void* data, size_t n, DType t, ReduceOp op) override {
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Iallreduce"), mpi_type(t), mpi_op(op), comm_, &r),
           "MPI_Iallreduce");
-    return std::make_unique<MpiRequest>(r, "MPI_Iallreduce (wait)", std::vector<int>{}, std::vector<int>{});
+    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Iallreduce (wait)", std::vector<int>{}, std::vector<int>{});
   }
   std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
                                            ReduceOp op) override {
     std::vector<int> c = ints(counts, "MPI_Ireduce_scatter");
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), comm_, &r), "MPI_Ireduce_scatter");
-    return std::make_unique<MpiRequest>(r, "MPI_Ireduce_scatter (wait)", std::move(c), std::vector<int>{});
+    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ireduce_scatter (wait)", std::move(c), std::vector<int>{});
   }
   std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     std::vector<int> c = ints(counts, "MPI_Iallgatherv"), d = displs(c);
@@ -214,7 +232,7 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Iallgatherv(in, c[static_cast<size_t>(rank_)], mpi_type(t), all, c.data(), d.data(), mpi_type(t), comm_,
                           &r),
           "MPI_Iallgatherv");
-    return std::make_unique<MpiRequest>(r, "MPI_Iallgatherv (wait)", std::move(c), std::move(d));
+    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Iallgatherv (wait)", std::move(c), std::move(d));
   }
   std::unique_ptr<Request> ialltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
                                       std::span<const size_t> recv_counts, DType t) override {
@@ -223,19 +241,24 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Ialltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_, &r),
           "MPI_Ialltoallv");
-    return std::make_unique<MpiRequest>(r, "MPI_Ialltoallv (wait)", std::move(sc), std::move(sd), std::move(rc),
+    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ialltoallv (wait)", std::move(sc), std::move(sd), std::move(rc),
                                         std::move(rd));
   }
   std::unique_ptr<Request> ibroadcast(void* data, size_t n, DType t, int root) override {
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Ibcast(data, as_int(n, "MPI_Ibcast"), mpi_type(t), root, comm_, &r), "MPI_Ibcast");
-    return std::make_unique<MpiRequest>(r, "MPI_Ibcast (wait)", std::vector<int>{}, std::vector<int>{});
+    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ibcast (wait)", std::vector<int>{}, std::vector<int>{});
   }
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm c = MPI_COMM_NULL;
     check(MPI_Comm_split(comm_, color, key, &c), "MPI_Comm_split");
     return std::make_unique<MpiCommunicator>(*this, c);
   }
+  void set_timeout(double timeout_s, std::function<void(const std::string&)> report) override {
+    watch_->start(timeout_s, std::move(report));
+  }
+  void note_step(uint64_t step) override { watch_->note_step(step); }
+  void pause_timeout(bool paused) override { watch_->pause(paused); }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);  // MPI_Abort does not return; this only satisfies [[noreturn]]
@@ -276,6 +299,7 @@ class MpiCommunicator final : public Communicator {
   bool owns_mpi_ = false, owns_comm_ = false;
   int rank_ = 0, size_ = 1;
   std::string library_;
+  std::shared_ptr<Watchdog> watch_ = std::make_shared<Watchdog>();  // shared with the groups split from it
 };
 
 }  // namespace

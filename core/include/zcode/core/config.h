@@ -114,7 +114,7 @@ struct DistributedConfig {
   int64_t zero_stage = 0;        ///< 0 | 1 (1: not implemented yet)
   int64_t expert_parallel = 1;   ///< ranks one expert group spans, >= 1 (> 1: not implemented yet)
   double bucket_mb = 25;         ///< gradient bucket size of the data-parallel reduction, MiB
-  int64_t timeout_s = 60;        ///< how long a rank waits for a hung peer (watchdog: not implemented yet)
+  int64_t timeout_s = 60;        ///< how long a blocking collective waits for a lost or hung rank (0: forever)
   bool operator==(const DistributedConfig&) const = default;
 };
 

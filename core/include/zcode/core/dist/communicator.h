@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -112,6 +113,16 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   /// Ends every process of the job with `code` (never returns).
   [[noreturn]] virtual void abort(int code) = 0;
+  /// distributed.timeout_s: a blocking collective that waits longer than
+  /// `timeout_s` (> 0; 0 turns it off) means a rank is lost or hung; this
+  /// rank then calls `report(line)` from a watchdog thread and exits with
+  /// code 1, which ends the job (core/src/dist/watchdog.h). `step` tells it
+  /// where the run is, for that line. A one-process communicator never waits.
+  virtual void set_timeout(double /*timeout_s*/, std::function<void(const std::string&)> /*report*/) {}
+  virtual void note_step(uint64_t /*step*/) {}
+  /// While paused, waits do not count: the ranks that wait for rank 0's
+  /// evaluation or checkpoint wait as long as it takes.
+  virtual void pause_timeout(bool /*paused*/) {}
 
   // Typed conveniences.
   int64_t sum(int64_t v) {
