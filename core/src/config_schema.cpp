@@ -248,7 +248,8 @@ const std::vector<Field>& fields() {
             "Collectives: mpi (Open MPI, CPU); auto = mpi on the CPU; nccl: not implemented yet.", kFold),
       typed("distributed.zero_stage", &I::distributed, &DI::zero_stage,
             R"J({"type": "integer", "minimum": 0, "maximum": 1})J",
-            "1 shards the optimizer state over the data-parallel ranks: not implemented yet."),
+            "1 = ZeRO-1: each data-parallel rank keeps and updates the optimizer state of its contiguous "
+            "range of the parameters (reduce-scatter, step, all-gather); checkpoints reshard."),
       typed("distributed.expert_parallel", &I::distributed, &DI::expert_parallel,
             R"J({"type": "integer", "minimum": 1})J", "Ranks one expert group spans; > 1: not implemented yet."),
       typed("distributed.bucket_mb", &I::distributed, &DI::bucket_mb,
@@ -256,8 +257,8 @@ const std::vector<Field>& fields() {
             "Gradient bucket of the data-parallel reduction, MiB (reduced in reverse parameter order)."),
       typed("distributed.timeout_s", &I::distributed, &DI::timeout_s,
             R"J({"type": "integer", "minimum": 1, "maximum": 86400})J",
-            "Seconds a rank will wait for a hung peer before the job ends (the watchdog is not implemented "
-            "yet; a rank that dies already ends the job through mpirun)."),
+            "Seconds a blocking collective may wait for a lost or hung rank before the job ends (a "
+            "watchdog thread per rank; waits for rank 0's evaluation and checkpoints do not count)."),
 
       untyped("model",
               R"J({"type": "object", "x-plugin-owned": true, "additionalProperties": true,
