@@ -5,12 +5,15 @@
 // training.gradient_accumulation x hardware.devices):
 //   - deterministic reduction (training.deterministic): per-step losses and
 //     final weights bit-identical to one process, for AdamW, LAMB and
-//     Adafactor, and across a resume that changes the number of processes;
-//   - the fast (bucketed reduce-scatter) path: the same curve to rounding;
+//     Adafactor, with and without ZeRO-1, and across a resume that changes
+//     the number of processes or the ZeRO stage;
+//   - the fast (bucketed, overlapped reduce-scatter) path, with and without
+//     ZeRO-1: the same curve to rounding;
 //   - a resume that changes the global batch, a hardware.devices that does
 //     not match the launcher, ranks with different configs, and commands
 //     that are single-process are refused with a message that says so;
-//   - a rank killed mid-run ends the whole job, and the last checkpoint loads.
+//   - a rank killed mid-run (also during a ZeRO-1 checkpoint) or hung ends
+//     the whole job, and the last checkpoint loads and resumes exactly.
 // Every child has a deadline: a hang fails the test instead of CI.
 #include <zcode/core/checkpoint.h>
 
