@@ -713,6 +713,7 @@ zc_status* StateWriterView::put_tensor_slice(void* ctx, const char* name, const 
       v->tensors_->add(v->prefix_ + name, whole);
       return nullptr;
     }
+    if (count == 0) return nullptr;  // an empty part: nothing to store (the ABI allows skipping it)
     DLTensor flat = *slice;
     int64_t n[1] = {count};
     flat.ndim = 1;

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace zcode {
 
@@ -119,6 +120,7 @@ struct Engine::Impl::Loop {
   dist::Communicator& comm;
   const int ranks, rank;
   std::unique_ptr<dist::GradientReducer> reducer;
+  bool gather_grads_for_callbacks = false;
   dist::StepExchange exchange;
   core::GradientAccumulator::RunOptions train_opts, hessian_opts;
 
@@ -140,6 +142,13 @@ struct Engine::Impl::Loop {
     check_plugin_call(*e.model.component(), "params", mt->params(e.model.get(), &params));
     check_plugin_call(*e.optimizer.component(), "hessian_interval",
                       ot->hessian_interval(e.optimizer.get(), &hessian_interval));
+    // With ZeRO-1 a rank holds the summed gradients of its shard only; a
+    // callback other than the built-in ones that read no gradients (the
+    // debugger's histograms, a third party's) gets them all, gathered.
+    for (const auto& cb : e.cfg.callbacks())
+      if (cb.type != "console" && cb.type != "metrics_json" && cb.type != "checkpoint" && cb.type != "model_card" &&
+          cb.type != "early_stopping")
+        gather_grads_for_callbacks = e.zero();
     if (e.layout) {
       dist::GradientReducer::Options ro;
       ro.bucket_mb = e.cfg.distributed().bucket_mb;
@@ -148,7 +157,7 @@ struct Engine::Impl::Loop {
       reducer = std::make_unique<dist::GradientReducer>(comm, params, *e.layout, e.plan, ro);
     }
     train_opts.zero_grad_each = hessian_opts.zero_grad_each = tc.deterministic;
-    if (reducer && !tc.deterministic) {
+    if (reducer && !tc.deterministic && e.cfg.distributed().overlap) {
       // The last micro-batch's backward announces final gradients: their
       // buckets' reduction starts while it goes on.
       train_opts.grads_ready_ctx = reducer.get();
@@ -295,6 +304,7 @@ struct Engine::Impl::Loop {
         trace.span("allgather_params", t0);
       }
     }
+    if (gather_grads_for_callbacks) reducer->allgather_grads();
     if (reducer) s.comm_ms = reducer->take_comm_ms();
     e.step = update;
     trace.sample_memory();

@@ -71,8 +71,13 @@ void Engine::Impl::check_memory(bool training) {
   const Component* oc =
       training ? &registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name") : nullptr;
   const std::string opt_opts = cfg.section_json("optimizer");
-  const MemoryEstimate est =
+  MemoryEstimate est =
       estimate_run_memory(mc, stages->args(model_opts, {.tokenizer = tokenizer.ref()}), oc, stages->args(opt_opts));
+  // ZeRO-1: this rank keeps about 1/N of the optimizer state (its range of
+  // the flat layout; the ranges differ by less than a block of rows).
+  if (training && zero() && est.optimizer_state && world_size() > 1)
+    est.optimizer_state = (*est.optimizer_state + static_cast<uint64_t>(world_size()) - 1) /
+                          static_cast<uint64_t>(world_size());
   const auto avail = available_memory_bytes();
   char b[64];
   std::snprintf(b, sizeof b, "%.1f MiB", avail ? static_cast<double>(*avail) / (1024.0 * 1024.0) : 0.0);

@@ -152,7 +152,8 @@ std::string missing_prerequisites() {
 struct Layout {
   int ranks = 0;  // 0: a plain process (hardware.devices 1)
   int accumulation = 1;
-  bool zero = false;  // distributed.zero_stage: 1
+  bool zero = false;     // distributed.zero_stage: 1
+  bool overlap = false;  // distributed.overlap: true
   int devices() const { return ranks == 0 ? 1 : ranks; }
 };
 
@@ -199,7 +200,8 @@ class DataParallel : public ::testing::Test {
       << (deterministic ? "true" : "false") << "}\n"
       << "logging: {console_log_level: INFO, output_dir: " << (dir_ / "outputs").string() << "}\n"
       << "evaluation: {plugins: [lm], split: val, batch_size: 2, max_batches: 4}\n";
-    c << "distributed: {zero_stage: " << (layout.zero ? 1 : 0) << ", timeout_s: " << timeout_s << "}\n";
+    c << "distributed: {zero_stage: " << (layout.zero ? 1 : 0) << ", overlap: " << (layout.overlap ? "true" : "false")
+      << ", timeout_s: " << timeout_s << ", bucket_mb: 0.5}\n";
     return p;
   }
   fs::path run_dir(const std::string& name) const { return dir_ / "outputs" / name; }
@@ -311,8 +313,11 @@ TEST_F(DataParallel, FastReductionFollowsOneProcess) {
   const auto a = losses("one");
   ASSERT_EQ(a.size(), 16u);
   EXPECT_LT(a.at(16), a.at(1));
-  for (const Layout& l : {Layout{2, 2}, Layout{2, 2, true}}) {  // with ZeRO-1: reduce-scatter only, then all-gather
-    const std::string name = l.zero ? "two_zero" : "two";
+  // With ZeRO-1 (reduce-scatter only, then the parameters' all-gather), and
+  // with the buckets started during the backward (small buckets: several).
+  for (const Layout& l : {Layout{2, 2}, Layout{2, 2, true}, Layout{2, 2, false, true}, Layout{2, 2, true, true}}) {
+    std::string name = l.zero ? "two_zero" : "two";
+    name += l.overlap ? "_overlap" : "";
     SCOPED_TRACE(name);
     ASSERT_EQ(run(l, write_config(name, l, 16, false, "AdamW", dense), name + ".log"), 0) << log(name + ".log");
     const auto b = losses(name);

@@ -94,6 +94,15 @@ void FlatLayout::unpack_grads(const float* range, const zc_param_list& params, s
   }
 }
 
+void FlatLayout::pack_grads_range(const zc_param_list& params, float* range, size_t begin, size_t end) const {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    const size_t lo = std::max(begin, e.offset), hi = std::min(end, e.offset + e.numel);
+    if (lo >= hi) continue;
+    std::memcpy(range + (lo - begin), grad_data(params.params[i]) + (lo - e.offset), (hi - lo) * sizeof(float));
+  }
+}
+
 std::vector<size_t> ShardPlan::counts() const {
   std::vector<size_t> c(static_cast<size_t>(parts()));
   for (int q = 0; q < parts(); ++q) c[static_cast<size_t>(q)] = end(q) - begin(q);
@@ -120,7 +129,8 @@ ShardPlan plan_shards(const FlatLayout& layout, int parts, const std::vector<int
   // no larger than it is never cut inside.
   std::vector<size_t> step(ent.size());
   for (size_t i = 0; i < ent.size(); ++i) {
-    const auto m = static_cast<size_t>(std::max<int64_t>(1, multiples[i]));
+    // (A multiple past the tensor's size means "never cut": clamp it, so the lcm cannot overflow.)
+    const auto m = static_cast<size_t>(std::clamp<int64_t>(multiples[i], 1, static_cast<int64_t>(ent[i].numel) + 1));
     step[i] = std::lcm(m, static_cast<size_t>(kernels::kSumBlock));
   }
   ShardPlan plan;

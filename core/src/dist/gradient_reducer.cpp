@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace zcode::dist {
 namespace {
@@ -139,35 +140,47 @@ void GradientReducer::pack_final(size_t i) {
   for (size_t b : tensor_buckets_[i]) --tensor_pending_[b];
 }
 
-void GradientReducer::on_grads_ready(size_t first, size_t count) {
-  const size_t tensors = layout_.entries().size();
-  for (size_t i = first; i < first + count && i < tensors; ++i) pack_final(i);
-  // Start ready buckets in bucket order only: every rank starts the same
-  // collectives in the same order, whatever order the model announces in.
-  for (size_t b = 0; b < buckets_.size() && tensor_pending_[b] == 0; ++b)
-    if (!buckets_[b].started) start_bucket(b);
-  progress();
+void GradientReducer::on_grads_ready(size_t first, size_t count) noexcept {
+  // Called from inside the model's backward, across the plugin ABI: nothing
+  // may be thrown from here. A failure is kept for finish_fast.
+  if (failed_) return;
+  try {
+    const size_t tensors = layout_.entries().size();
+    for (size_t i = first; i < first + count && i < tensors; ++i) pack_final(i);
+    // Buckets start as they become ready. Every rank's model announces the
+    // same tensors in the same order (the same code on the same layout), so
+    // every rank starts the same collectives in the same order.
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (tensor_pending_[b] == 0 && !buckets_[b].started) start_bucket(b);
+    progress();
+  } catch (...) {
+    failed_ = std::current_exception();
+  }
 }
 
 void GradientReducer::finish_fast() {
-  // Tensors never announced are final now: pack them and start the rest.
+  if (failed_) std::rethrow_exception(std::exchange(failed_, nullptr));
+  // Tensors never announced are final now. The buckets the backward did
+  // not start are reduced here with blocking calls (Open MPI's blocking
+  // collectives are its tuned ones; the non-blocking ones only pay off while
+  // there is backward left to overlap), in bucket order, after the started
+  // ones complete: the same calls in the same order on every rank.
   for (size_t i = 0; i < packed_.size(); ++i) pack_final(i);
-  for (size_t b = 0; b < buckets_.size(); ++b)
-    if (!buckets_[b].started) start_bucket(b);
   CommTimer t{comm_ms_};
   for (Bucket& k : buckets_) {
-    k.rs->wait();
-    k.rs.reset();
-    if (!opts_.zero)
-      k.ag = comm_.iallgatherv(shard_.data() + k.out, flat_.data() + k.begin, k.counts, DType::kF32);
+    if (k.rs) {
+      k.rs->wait();
+      k.rs.reset();
+    }
+  }
+  for (Bucket& k : buckets_) {
+    if (!k.started)
+      comm_.reduce_scatter(flat_.data() + k.begin, shard_.data() + k.out, k.counts, DType::kF32, ReduceOp::kSum);
+    if (!opts_.zero) comm_.allgatherv(shard_.data() + k.out, flat_.data() + k.begin, k.counts, DType::kF32);
   }
   if (opts_.zero) {
     layout_.unpack_grads(shard_.data(), params_, my_lo_, my_hi_);
     return;
-  }
-  for (Bucket& k : buckets_) {
-    k.ag->wait();
-    k.ag.reset();
   }
   layout_.unpack_grads(flat_.data(), params_);
 }
@@ -219,6 +232,17 @@ double GradientReducer::norm() {
 void GradientReducer::scale(float c) {
   if (opts_.zero) core::scale_grads(params_, c, my_begin_.data(), my_end_.data());
   else core::scale_grads(params_, c, nullptr, nullptr);
+}
+
+void GradientReducer::allgather_grads() {
+  if (!opts_.zero) return;
+  float* mine = flat_.data() + my_lo_;
+  layout_.pack_grads_range(params_, mine, my_lo_, my_hi_);
+  {
+    CommTimer t{comm_ms_};
+    comm_.allgatherv(mine, flat_.data(), counts_, DType::kF32);
+  }
+  layout_.unpack_grads(flat_.data(), params_);
 }
 
 void GradientReducer::allgather_params() {

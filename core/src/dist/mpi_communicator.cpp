@@ -149,12 +149,13 @@ class MpiCommunicator final : public Communicator {
   }
   void reduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t, ReduceOp op) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Reduce_scatter");
-    const std::vector<int> c = ints(counts, "MPI_Reduce_scatter");
+    const std::vector<int>& c = ints_into(sc_, counts, "MPI_Reduce_scatter");
     check(MPI_Reduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), comm_), "MPI_Reduce_scatter");
   }
   void allgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Allgatherv");
-    const std::vector<int> c = ints(counts, "MPI_Allgatherv"), d = displs(c);
+    const std::vector<int>& c = ints_into(sc_, counts, "MPI_Allgatherv");
+    const std::vector<int>& d = displs_into(sd_, c);
     const void* in = in_place(mine, all, d, t) ? MPI_IN_PLACE : mine;
     check(MPI_Allgatherv(in, c[static_cast<size_t>(rank_)], mpi_type(t), all, c.data(), d.data(), mpi_type(t), comm_),
           "MPI_Allgatherv");
@@ -162,17 +163,22 @@ class MpiCommunicator final : public Communicator {
   void alltoallv(const void* send, std::span<const size_t> send_counts, void* recv, std::span<const size_t> recv_counts,
                  DType t) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Alltoallv");
-    const std::vector<int> sc = ints(send_counts, "MPI_Alltoallv"), sd = displs(sc);
-    const std::vector<int> rc = ints(recv_counts, "MPI_Alltoallv"), rd = displs(rc);
+    const std::vector<int>& sc = ints_into(sc_, send_counts, "MPI_Alltoallv");
+    const std::vector<int>& sd = displs_into(sd_, sc);
+    const std::vector<int>& rc = ints_into(rc_, recv_counts, "MPI_Alltoallv");
+    const std::vector<int>& rd = displs_into(rd_, rc);
     check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_),
           "MPI_Alltoallv");
   }
   void alltoall_ranges(const void* send, void* recv, std::span<const size_t> counts, DType t) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Alltoallv");
-    const std::vector<int> sc = ints(counts, "MPI_Alltoallv"), sd = displs(sc);
+    const std::vector<int>& sc = ints_into(sc_, counts, "MPI_Alltoallv");
+    const std::vector<int>& sd = displs_into(sd_, sc);
     const int mine = sc[static_cast<size_t>(rank_)];
-    std::vector<int> rc(sc.size(), mine), rd(sc.size());
-    for (size_t q = 0; q < rd.size(); ++q) rd[q] = static_cast<int>(q) * mine;
+    rc_.assign(sc.size(), mine);
+    rd_.resize(sc.size());
+    for (size_t q = 0; q < rd_.size(); ++q) rd_[q] = static_cast<int>(q) * mine;
+    const std::vector<int>&rc = rc_, &rd = rd_;
     check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_),
           "MPI_Alltoallv");
   }
@@ -269,6 +275,26 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   }
+  // The blocking calls' count arrays, kept here so that a steady step does
+  // not allocate them (the non-blocking calls' live in their requests).
+  const std::vector<int>& ints_into(std::vector<int>& buf, std::span<const size_t> counts, const char* call) const {
+    if (counts.size() != static_cast<size_t>(size_))
+      throw CommError(std::string(call) + ": " + std::to_string(counts.size()) + " counts for " +
+                      std::to_string(size_) + " ranks");
+    buf.resize(counts.size());
+    for (size_t q = 0; q < buf.size(); ++q) buf[q] = as_int(counts[q], call);
+    return buf;
+  }
+  static const std::vector<int>& displs_into(std::vector<int>& buf, const std::vector<int>& c) {
+    buf.resize(c.size());
+    long long at = 0;
+    for (size_t q = 0; q < c.size(); ++q) {
+      buf[q] = static_cast<int>(at);
+      at += c[q];
+    }
+    if (at > INT_MAX) throw CommError("a collective of " + std::to_string(at) + " elements: more than MPI's int holds");
+    return buf;
+  }
   std::vector<int> ints(std::span<const size_t> counts, const char* call) const {
     if (counts.size() != static_cast<size_t>(size_))
       throw CommError(std::string(call) + ": " + std::to_string(counts.size()) + " counts for " +
@@ -300,6 +326,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::string library_;
   std::shared_ptr<Watchdog> watch_ = std::make_shared<Watchdog>();  // shared with the groups split from it
+  std::vector<int> sc_, sd_, rc_, rd_;                               // scratch of the blocking calls
 };
 
 }  // namespace

@@ -10,10 +10,11 @@
 // Bootstrap (NCCL 2.28 docs, "Creating a communicator"): rank 0 makes an
 // ncclUniqueId, the MPI world broadcasts its bytes, and every rank calls
 // ncclCommInitRank on the GPU of its local rank. Every collective runs on
-// one NCCL stream owned here; a caller's stream is ordered before it with an
-// event, and a blocking call synchronizes the NCCL stream; a non-blocking
-// call returns a request whose wait() synchronizes an event recorded after
-// it. Uneven reduce-scatter and all-gather (the flat layout's shards) are
+// one NCCL stream owned here: the caller makes its inputs ready first (the
+// Communicator interface takes no stream; the ABI's stream argument is for
+// the CUDA backend to order its own stream against this one), a blocking
+// call waits for its collective, and a non-blocking call returns a request
+// whose wait() synchronizes an event recorded after it. Uneven reduce-scatter and all-gather (the flat layout's shards) are
 // groups of ncclReduce / ncclBroadcast calls, one per rank's range, and
 // alltoallv is a group of ncclSend/ncclRecv (ncclGroupStart/End), as NCCL's
 // "Point-to-point communication" examples describe. Buffers of the typed
@@ -106,9 +107,10 @@ class NcclCommunicator final : public Communicator {
     check_nccl(ncclCommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank", rank_);
     init_stream();
   }
-  // A group split from `parent` (ncclCommSplit).
-  NcclCommunicator(const NcclCommunicator& parent, ncclComm_t comm) : host_(parent.host_), device_(parent.device_),
-                                                                      comm_(comm) {
+  // A group split from `parent` (ncclCommSplit), with its own split of the
+  // MPI host, so that its byte collectives and barrier stay in the group.
+  NcclCommunicator(const NcclCommunicator& parent, ncclComm_t comm, std::unique_ptr<Communicator> host)
+      : own_host_(std::move(host)), host_(*own_host_), device_(parent.device_), comm_(comm) {
     check_nccl(ncclCommUserRank(comm_, &rank_), "ncclCommUserRank", parent.rank_);
     check_nccl(ncclCommCount(comm_, &size_), "ncclCommCount", parent.rank_);
     init_stream();
@@ -118,6 +120,7 @@ class NcclCommunicator final : public Communicator {
       cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
     }
+    if (scalar_) cudaFree(scalar_);
     if (comm_) ncclCommDestroy(comm_);
   }
 
@@ -150,12 +153,9 @@ class NcclCommunicator final : public Communicator {
   std::vector<std::string> allgather_bytes(const std::string& mine) override { return host_.allgather_bytes(mine); }
   void broadcast_bytes(std::string& bytes, int root) override { host_.broadcast_bytes(bytes, root); }
   void barrier() override {
-    // A one-element all-reduce on the GPU, then the host's barrier.
-    float* one = nullptr;
-    check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&one), sizeof(float), stream_), "cudaMallocAsync", rank_);
-    check_cuda(cudaMemsetAsync(one, 0, sizeof(float), stream_), "cudaMemsetAsync", rank_);
-    allreduce(one, 1, DType::kF32, ReduceOp::kSum);
-    cudaFreeAsync(one, stream_);
+    // A one-element all-reduce on the GPU (the queue of NCCL work drains),
+    // then the host's barrier.
+    allreduce(scalar_, 1, DType::kF32, ReduceOp::kSum);
     host_.barrier();
   }
 
@@ -222,9 +222,10 @@ class NcclCommunicator final : public Communicator {
     return started();
   }
   std::unique_ptr<Communicator> split(int color, int key) override {
+    std::unique_ptr<Communicator> host = host_.split(color, key);  // the same groups on the MPI side
     ncclComm_t c = nullptr;
     check_nccl(ncclCommSplit(comm_, color, key, &c, nullptr), "ncclCommSplit", rank_);
-    return std::make_unique<NcclCommunicator>(*this, c);
+    return std::make_unique<NcclCommunicator>(*this, c, std::move(host));
   }
   [[noreturn]] void abort(int code) override {
     if (comm_) ncclCommAbort(comm_);
@@ -236,6 +237,8 @@ class NcclCommunicator final : public Communicator {
   void init_stream() {
     check_cuda(cudaSetDevice(device_), "cudaSetDevice", rank_);
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags", rank_);
+    check_cuda(cudaMalloc(reinterpret_cast<void**>(&scalar_), sizeof(float)), "cudaMalloc", rank_);
+    check_cuda(cudaMemset(scalar_, 0, sizeof(float)), "cudaMemset", rank_);
   }
   void need_counts(std::span<const size_t> counts, const char* what) const {
     if (counts.size() != static_cast<size_t>(size_))
@@ -250,8 +253,10 @@ class NcclCommunicator final : public Communicator {
   }
   static void finish(std::unique_ptr<Request> r) { r->wait(); }
 
+  std::unique_ptr<Communicator> own_host_;  // a split group's MPI side
   Communicator& host_;
   int device_ = 0;
+  float* scalar_ = nullptr;  // barrier's one element
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   int rank_ = 0, size_ = 1;

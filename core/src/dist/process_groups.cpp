@@ -120,15 +120,19 @@ zc_status* run(void* ctx, zc_group g, const char* call, zc_comm_request** out, F
   try {
     Communicator& c = groups_of(ctx).get(g);
     rank = c.rank();
-    auto req = std::make_unique<zc_comm_request>();
-    req->call = call;
-    req->rank = rank;
-    body(c, *req, out != nullptr);
-    if (out) {
+    if (out) {  // started: the request outlives the call
+      auto req = std::make_unique<zc_comm_request>();
+      req->call = call;
+      req->rank = rank;
+      body(c, *req, true);
       *out = req.release();
-    } else if (req->avg_data) {
-      divide(req->avg_data, req->avg_n, req->avg_type, req->divisor);
+      return nullptr;
     }
+    zc_comm_request req;  // blocking: nothing outlives the call
+    req.call = call;
+    req.rank = rank;
+    body(c, req, false);
+    if (req.avg_data) divide(req.avg_data, req.avg_n, req.avg_type, req.divisor);
     return nullptr;
   } catch (const Failure& e) {
     return make_status(e.code, e.what());

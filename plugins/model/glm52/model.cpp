@@ -976,6 +976,7 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
   if (!deep) {
     std::memcpy(ws.gy, ws.gx, sizeof(T) * size_t(N * d));
     norm_bwd(k, off_norm_f_, ws.X(c.n_layers), ws.rstd_final, ws.gy, ws.gx, false);
+    ready_(layer_first_param_.back(), infos_.size() - layer_first_param_.back());  // norm_f.weight
   }
   for (int l = c.n_layers - 1; l >= 0; --l) {
     const LayerOffsets& lo = layers_[l];
@@ -1004,7 +1005,6 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
     }
   }
   ready_(0, 1);  // embed.weight
-  ready_(layer_first_param_.back(), infos_.size() - layer_first_param_.back());  // norm_f.weight, if any
 }
 
 // ---------------------------------------------------------------------------

@@ -83,9 +83,9 @@ class Model {
   /// the model's softmax with sample_seed (Sophia GNB). Throws on bad input.
   /// Metrics go to `m` (reused by the caller: no allocation in steady state).
   /// `ready` hears each tensor's gradient become final: the LM head's
-  /// after the head, each layer's after its backward, the final norm's and
-  /// the embedding's last (the embedding's only then, as it is tied to the
-  /// head or read by the first layer's input gradient).
+  /// after the head, the final norm's after its backward, each layer's after
+  /// its backward, the embedding's last (it may be tied to the head, and
+  /// takes the first layer's input gradient).
   void forward_backward(const BatchView& b, double loss_normalizer, double loss_scale, bool sampled,
                         uint64_t sample_seed, StepMetrics& m, const GradsReady& ready = {});
   /// Forward only: out[n] = log p(target_n) (nats; 0 where target is -1),

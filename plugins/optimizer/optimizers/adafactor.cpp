@@ -44,6 +44,7 @@ namespace {
 
 // Rows of one band: the column sums' blocks span at least 64 Ki elements.
 int64_t band_rows(int64_t rows, int64_t cols, int64_t batch) {
+  if (rows < 1 || cols < 1) return 1;  // (an empty matrix: the constructor refuses it)
   int64_t b = std::min(rows, std::max<int64_t>(1, (65536 + cols - 1) / cols));
   if (batch > 1 && rows % b != 0) b = rows;  // bands must not straddle two matrices of the batch
   return b;
@@ -94,6 +95,8 @@ Adafactor::Adafactor(const sdk::CreateContext& ctx)
       f.rows = sh[sh.size() - 2];
       f.cols = sh[sh.size() - 1];
       for (size_t d = 0; d + 2 < sh.size(); ++d) f.batch *= sh[d];
+      if (f.rows < 1 || f.cols < 1 || f.batch < 1)
+        sdk::invalid_argument("adafactor: parameter '" + slots_[i].name + "' has an empty dimension");
       f.band = band_rows(f.rows, f.cols, f.batch);
       max_batch = std::max(max_batch, f.batch);
       f.q0 = lo_[i] / f.cols;

@@ -60,8 +60,6 @@ class TensorSums {
       }
       global += nblocks_[i] * width[i];
     }
-    total_ = global;
-    local_size_ = local;
     if (estimate_only) return;
     local_.assign(static_cast<size_t>(local), 0.0);
     all_.assign(static_cast<size_t>(global), 0.0);
@@ -73,8 +71,33 @@ class TensorSums {
                                                       std::to_string(global) + " partial sums of the parameters");
       return;
     }
-    // Every rank's (first block, count): the parts must follow each other.
-    const int64_t mine[2] = {local ? my_first : -1, local};
+    my_first_ = local ? my_first : -1;
+    counted_ = false;  // the ranks' counts are gathered by the first exchange()
+  }
+
+  /// This rank's partials of slot i's part: blocks of the part × width[i].
+  double* part(size_t i) { return local_.data() + local_at_[i]; }
+
+  /// Gathers every rank's partials (a collective when sharded).
+  void exchange() {
+    if (comm_ && counts_.size() > 1) {
+      if (!counted_) gather_counts();
+      comm_->allgather(std::span<const double>(local_), std::span<double>(all_), std::span<const int64_t>(counts_),
+                       group_);
+    } else {
+      all_ = local_;
+    }
+  }
+
+ private:
+  // Every rank's (first partial, count), checked to tile the parameters.
+  // Done in the first step, not in create: the host creates the optimizer in
+  // a phase where one rank may fail alone, and a collective there would leave
+  // the others waiting in it (every rank reaches step() together).
+  void gather_counts() {
+    const int ranks = static_cast<int>(counts_.size());
+    const int64_t local = static_cast<int64_t>(local_.size()), global = static_cast<int64_t>(all_.size());
+    const int64_t mine[2] = {my_first_, local};
     std::vector<int64_t> all(static_cast<size_t>(2 * ranks));
     std::vector<int64_t> two(static_cast<size_t>(ranks), 2);
     comm_->allgather(std::span<const int64_t>(mine, 2), std::span<int64_t>(all), std::span<const int64_t>(two),
@@ -92,20 +115,10 @@ class TensorSums {
     if (next != global)
       throw sdk::Error(ZC_ERR_INVALID_ARGUMENT, "optimizer: the ranks' parts cover " + std::to_string(next) + " of " +
                                                     std::to_string(global) + " partial sums of the parameters");
+    counted_ = true;
   }
 
-  /// This rank's partials of slot i's part: blocks of the part × width[i].
-  double* part(size_t i) { return local_.data() + local_at_[i]; }
-
-  /// Gathers every rank's partials (a collective when sharded).
-  void exchange() {
-    if (comm_ && counts_.size() > 1)
-      comm_->allgather(std::span<const double>(local_), std::span<double>(all_), std::span<const int64_t>(counts_),
-                       group_);
-    else
-      all_ = local_;
-  }
-
+ public:
   /// Σ over the blocks of parameter i of partial k (after exchange): their
   /// left fold, in block order; `from`, `count`: blocks [from, from + count).
   double sum(size_t i, int64_t k) const { return sum(i, k, 0, nblocks_[i]); }
@@ -117,7 +130,8 @@ class TensorSums {
   const sdk::Collectives* comm_ = nullptr;
   zc_group group_ = ZC_GROUP_DATA;
   std::vector<int64_t> first_, nblocks_, local_at_, counts_, width_;
-  int64_t total_ = 0, local_size_ = 0;
+  int64_t my_first_ = -1;
+  bool counted_ = false;
   std::vector<double> local_, all_;
 };
 

@@ -52,6 +52,7 @@ class FlatLayout {
   void pack_values(const zc_param_list& params, float* range, size_t begin, size_t end) const;
   void unpack_values(const float* range, const zc_param_list& params, size_t begin, size_t end) const;
   void unpack_grads(const float* range, const zc_param_list& params, size_t begin, size_t end) const;
+  void pack_grads_range(const zc_param_list& params, float* range, size_t begin, size_t end) const;
 
  private:
   std::vector<Entry> entries_;

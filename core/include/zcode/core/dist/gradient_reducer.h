@@ -42,6 +42,7 @@
 #include <zcode/core/dist/communicator.h>
 #include <zcode/core/dist/flat_layout.h>
 
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -75,7 +76,9 @@ class GradientReducer {
   /// finish_fast()); finish_fast() completes the sum (the whole gradient in
   /// every rank's `params`, or with ZeRO its shard).
   void begin_fast();
-  void on_grads_ready(size_t first, size_t count);
+  /// Never throws (it runs inside the model's backward, across the ABI): a
+  /// failure is kept and rethrown by finish_fast().
+  void on_grads_ready(size_t first, size_t count) noexcept;
   void finish_fast();
 
   /// Deterministic path, per optimizer step: begin(); after each of this
@@ -93,6 +96,10 @@ class GradientReducer {
   /// ZeRO-1 after the optimizer step: every rank's shard of the parameter
   /// values to every rank (an all-gather). A no-op without ZeRO.
   void allgather_params();
+  /// ZeRO-1: every rank's shard of the summed, clipped gradients to every
+  /// rank, for a callback that reads all of them (the debugger). A no-op
+  /// without ZeRO.
+  void allgather_grads();
 
   /// Milliseconds spent waiting in collectives (the exposed communication)
   /// since the last call; resets the count.
@@ -122,6 +129,7 @@ class GradientReducer {
   std::vector<double> partials_, all_partials_;        // norm() with ZeRO
   std::vector<size_t> partial_counts_;
   double comm_ms_ = 0;
+  std::exception_ptr failed_;  // fast: a failure inside on_grads_ready
 };
 
 }  // namespace zcode::dist

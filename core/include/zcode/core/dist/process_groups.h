@@ -10,8 +10,7 @@
 //                the experts among them
 //   expert_data  the W/K ranks with the same r mod K: they hold the same
 //                experts, and reduce those experts' gradients
-// K = 1 gives one-rank expert groups (no MPI communicator is made for them)
-// and expert_data = the world.
+// K = 1 gives one-rank expert groups and expert_data = the world.
 #pragma once
 
 #include <zcode/abi.h>
