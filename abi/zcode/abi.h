@@ -365,8 +365,8 @@ typedef struct zc_state_writer {
    * zc_state_reader). The parts of one name must not overlap, and together
    * with the other ranks' they must cover the tensor: the host checks both
    * when the checkpoint is written and fails the save otherwise. */
-  zc_status* (*put_tensor_slice)(void* ctx, const char* name, const DLTensor* slice, int32_t ndim,
-                                 const int64_t* shape, int64_t begin);
+  zc_status* (*put_tensor_slice)(void* ctx, const char* name, const DLTensor* slice, int32_t ndim, const int64_t* shape,
+                                 int64_t begin);
 } zc_state_writer;
 
 /* Reader handed to load_state. Returned tensors and json are borrowed for the
@@ -928,7 +928,8 @@ ZC_STATIC_ASSERT(offsetof(zc_model_table, estimate_memory) == 152, "zc_model_tab
 ZC_STATIC_ASSERT(offsetof(zc_model_table, named_activations) == 160, "zc_model_table.named_activations (ABI 1.4)");
 ZC_STATIC_ASSERT(sizeof(zc_named_tensor_list) == 32, "zc_named_tensor_list layout");
 ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 88, "zc_optimizer_table layout");
-ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, shard_granularity) == 80, "zc_optimizer_table.shard_granularity (ABI 1.5)");
+ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, shard_granularity) == 80,
+                 "zc_optimizer_table.shard_granularity (ABI 1.5)");
 ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, estimate_memory) == 72, "zc_optimizer_table.estimate_memory (ABI 1.3)");
 ZC_STATIC_ASSERT(sizeof(zc_memory_estimate) == 40, "zc_memory_estimate layout");
 ZC_STATIC_ASSERT(sizeof(zc_param_shape_sink) == 16, "zc_param_shape_sink layout");

@@ -209,7 +209,8 @@ fs::path finish_checkpoint(const fs::path& root, const fs::path& tmp, const Chec
       sums << h << "  " << fname << "\n";
       files.AddMember(rapidjson::Value(fname.c_str(), al), rapidjson::Value(h.c_str(), al), al);
     }
-    const std::string h = put(kOptimizerIndex, std::vector<uint8_t>(c.optimizer_index.begin(), c.optimizer_index.end()));
+    const std::string h =
+        put(kOptimizerIndex, std::vector<uint8_t>(c.optimizer_index.begin(), c.optimizer_index.end()));
     files.AddMember(rapidjson::Value(kOptimizerIndex, al), rapidjson::Value(h.c_str(), al), al);
   }
   state.RemoveMember("files");
@@ -656,8 +657,7 @@ StoredState read_state(const LoadedCheckpoint& ck) {
   return out;
 }
 
-StateWriterView::StateWriterView(st::Writer* tensors, std::string prefix, std::string stage,
-                                 std::vector<Piece>* pieces)
+StateWriterView::StateWriterView(st::Writer* tensors, std::string prefix, std::string stage, std::vector<Piece>* pieces)
     : tensors_(tensors), prefix_(std::move(prefix)), stage_(std::move(stage)), pieces_(pieces) {
   writer_ = zc_state_writer{};
   writer_.struct_size = sizeof(zc_state_writer);

@@ -83,8 +83,8 @@ std::string build_part_index(const std::vector<std::string>& rank_pieces) {
   for (size_t r = 0; r < rank_pieces.size(); ++r) {
     rapidjson::Document d;
     d.Parse(rank_pieces[r].c_str());
-    if (d.HasParseError() || !d.IsObject() || !d.HasMember("part") || !d["part"].IsString() ||
-        !d.HasMember("pieces") || !d["pieces"].IsArray())
+    if (d.HasParseError() || !d.IsObject() || !d.HasMember("part") || !d["part"].IsString() || !d.HasMember("pieces") ||
+        !d["pieces"].IsArray())
       throw CheckpointError("optimizer parts: rank " + std::to_string(r) + " sent a malformed list of pieces");
     const std::string part = d["part"].GetString();
     for (const auto& p : d["pieces"].GetArray()) {
@@ -106,8 +106,11 @@ std::string build_part_index(const std::vector<std::string>& rank_pieces) {
     }
   }
   sdk::json::Writer w;
-  w.begin_object().key("format").string("zcode-optimizer-parts/1").key("parts").integer(
-      static_cast<int64_t>(rank_pieces.size()));
+  w.begin_object()
+      .key("format")
+      .string("zcode-optimizer-parts/1")
+      .key("parts")
+      .integer(static_cast<int64_t>(rank_pieces.size()));
   w.key("tensors").begin_object();
   for (const std::string& name : order) {
     Tensor& t = tensors[name];
@@ -147,7 +150,14 @@ std::string build_part_index(const std::vector<std::string>& rank_pieces) {
     shape_json(w, t.shape);
     w.key("pieces").begin_array();
     for (const Src& s : keep)
-      w.begin_object().key("part").string(s.part).key("begin").integer(s.begin).key("count").integer(s.count).end_object();
+      w.begin_object()
+          .key("part")
+          .string(s.part)
+          .key("begin")
+          .integer(s.begin)
+          .key("count")
+          .integer(s.count)
+          .end_object();
     w.end_array().end_object();
   }
   w.end_object().end_object();
@@ -175,7 +185,8 @@ PartedTensors::PartedTensors(const std::string& index_json, std::map<std::string
   d.Parse(index_json.c_str());
   auto fail = [&](const std::string& what) { throw CheckpointError(where_ + ": " + what); };
   if (d.HasParseError() || !d.IsObject()) fail("not a JSON object");
-  if (!d.HasMember("format") || !d["format"].IsString() || std::string(d["format"].GetString()) != "zcode-optimizer-parts/1")
+  if (!d.HasMember("format") || !d["format"].IsString() ||
+      std::string(d["format"].GetString()) != "zcode-optimizer-parts/1")
     fail("\"format\" is not \"zcode-optimizer-parts/1\"");
   if (!d.HasMember("tensors") || !d["tensors"].IsObject()) fail("missing object \"tensors\"");
   for (auto it = d["tensors"].MemberBegin(); it != d["tensors"].MemberEnd(); ++it) {
@@ -202,11 +213,13 @@ PartedTensors::PartedTensors(const std::string& index_json, std::map<std::string
       if (!v || v->dtype != e->dtype || v->numel() != count)
         fail("tensor '" + name + "': " + part + " does not hold its " + std::to_string(count) + " " + e->dtype +
              " elements");
-      if (begin != at) fail("tensor '" + name + "': its pieces do not follow each other at element " + std::to_string(at));
+      if (begin != at)
+        fail("tensor '" + name + "': its pieces do not follow each other at element " + std::to_string(at));
       at += count;
       e->pieces.push_back(Entry::Src{v, begin, count});
     }
-    if (at != n) fail("tensor '" + name + "': the pieces hold " + std::to_string(at) + " of " + std::to_string(n) + " elements");
+    if (at != n)
+      fail("tensor '" + name + "': the pieces hold " + std::to_string(at) + " of " + std::to_string(n) + " elements");
     names_.push_back(name);
     entries_.emplace(name, std::move(e));
   }
@@ -240,8 +253,7 @@ void PartedTensors::read_slice(const std::string& name, int64_t numel, int64_t b
   if (it == entries_.end()) throw CheckpointError(where_ + ": no tensor '" + name + "'");
   const Entry& e = *it->second;
   const int64_t n = numel_of(e.shape), count = sdk::numel(dst);
-  if (n != numel || !sdk::same_dtype(st::to_dlpack(e.dtype), dst.dtype) || begin < 0 || count < 0 ||
-      begin + count > n)
+  if (n != numel || !sdk::same_dtype(st::to_dlpack(e.dtype), dst.dtype) || begin < 0 || count < 0 || begin + count > n)
     throw CheckpointError(where_ + ": tensor '" + name + "' is " + std::to_string(n) + " " + e.dtype +
                           " elements; asked for [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
                           ") of " + std::to_string(numel) + " of another dtype or size");

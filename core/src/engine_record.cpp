@@ -211,7 +211,20 @@ std::string Engine::Impl::summary_json(bool interrupted) const {
   w.key("tokens_seen").number(static_cast<double>(tokens_seen), 17);
   w.key("wall_time_s").number(wall, 17);
   w.key("num_threads").number(host->num_threads(), 17);
-  w.key("cpu_core_hours").number(wall * host->num_threads() / 3600.0, 17);
+  w.key("processes").number(world_size(), 17);
+  w.key("cpu_core_hours").number(wall * host->num_threads() * world_size() / 3600.0, 17);
+  {
+    // The process layout the run ended on (a resumed run may have changed it).
+    const auto& t = cfg.training();
+    std::string layout = world_size() == 1 ? "one process"
+                                           : "data parallel over " + std::to_string(world_size()) + " processes (" +
+                                                 (comm ? comm->describe() : std::string("?")) + ")";
+    layout += ", global batch " + std::to_string(cfg.data().batch_size) + " x " +
+              std::to_string(t.gradient_accumulation) + " x " + std::to_string(world_size()) + " sequences";
+    if (zero()) layout += ", ZeRO-1 (optimizer state sharded)";
+    if (t.deterministic) layout += ", deterministic reduction";
+    w.key("layout").string(layout);
+  }
   w.key("params_total").number(static_cast<double>(total), 17);
   w.key("params_active").number(static_cast<double>(active), 17);
   w.key("best_val_loss").number(best_val_loss, 17);

@@ -76,8 +76,8 @@ void Engine::Impl::check_memory(bool training) {
   // ZeRO-1: this rank keeps about 1/N of the optimizer state (its range of
   // the flat layout; the ranges differ by less than a block of rows).
   if (training && zero() && est.optimizer_state && world_size() > 1)
-    est.optimizer_state = (*est.optimizer_state + static_cast<uint64_t>(world_size()) - 1) /
-                          static_cast<uint64_t>(world_size());
+    est.optimizer_state =
+        (*est.optimizer_state + static_cast<uint64_t>(world_size()) - 1) / static_cast<uint64_t>(world_size());
   const auto avail = available_memory_bytes();
   char b[64];
   std::snprintf(b, sizeof b, "%.1f MiB", avail ? static_cast<double>(*avail) / (1024.0 * 1024.0) : 0.0);
@@ -134,7 +134,8 @@ void Engine::Impl::make_groups() {
 void Engine::Impl::plan_shards() {
   if (!zero() && world_size() == 1 && !cfg.training().deterministic) return;  // nothing moves between ranks
   zc_param_list params{};
-  check_plugin_call(*model.component(), "params", model.component()->as<zc_model_table>()->params(model.get(), &params));
+  check_plugin_call(*model.component(), "params",
+                    model.component()->as<zc_model_table>()->params(model.get(), &params));
   layout = std::make_unique<dist::FlatLayout>(params);
   std::vector<int64_t> multiples(params.count, 1);
   if (zero()) {
@@ -153,7 +154,8 @@ void Engine::Impl::plan_shards() {
   shard_begin.assign(params.count, 0);
   shard_end.assign(params.count, 0);
   for (size_t i = 0; i < params.count; ++i) plan.tensor_range(*layout, rank(), i, &shard_begin[i], &shard_end[i]);
-  shard_spec = zc_param_shard{sizeof(zc_param_shard), ZC_GROUP_DATA, params.count, shard_begin.data(), shard_end.data()};
+  shard_spec =
+      zc_param_shard{sizeof(zc_param_shard), ZC_GROUP_DATA, params.count, shard_begin.data(), shard_end.data()};
 }
 
 void Engine::Impl::create_callbacks() {

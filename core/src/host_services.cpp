@@ -1,7 +1,7 @@
 // Host side of zc_host_services: status objects, logging, allocation,
 // seeds and the stop flag.
-#include <zcode/core/host_services.h>
 #include <zcode/core/dist/process_groups.h>
+#include <zcode/core/host_services.h>
 #include <zcode/core/log.h>
 #include <zcode/sdk/hash.h>
 

@@ -142,8 +142,8 @@ ConfigDiff diff_resume_config(const std::string& checkpoint_json, const std::str
           value(fa, "training.gradient_accumulation") + " x " + value(fa, "hardware.devices") + ") to " +
           std::to_string(batch_now) + " (" + value(fb, "data.batch_size") + " x " +
           value(fb, "training.gradient_accumulation") + " x " + value(fb, "hardware.devices") +
-          "); a resume keeps it: on N processes set gradient_accumulation = " +
-          std::to_string(batch_was) + " / (batch_size x N)");
+          "); a resume keeps it: on N processes set gradient_accumulation = " + std::to_string(batch_was) +
+          " / (batch_size x N)");
       return;
     }
     if (HarnessConfig::is_path_field(path) && same_file_path(was, now)) return;

@@ -167,7 +167,8 @@ TEST(CollectiveService, GatherScatterAlltoallvBroadcast) {
   std::vector<int64_t> mine(static_cast<size_t>(r + 1));
   for (int i = 0; i <= r; ++i) mine[static_cast<size_t>(i)] = 100 * r + i;
   std::vector<int64_t> all(static_cast<size_t>(n * (n + 1) / 2), -1);
-  c.allgather(std::span<const int64_t>(mine), std::span<int64_t>(all), std::span<const int64_t>(counts), ZC_GROUP_WORLD);
+  c.allgather(std::span<const int64_t>(mine), std::span<int64_t>(all), std::span<const int64_t>(counts),
+              ZC_GROUP_WORLD);
   size_t at = 0;
   for (int q = 0; q < n; ++q)
     for (int i = 0; i <= q; ++i) EXPECT_EQ(all[at++], 100 * q + i) << q << " " << i;

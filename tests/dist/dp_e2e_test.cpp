@@ -287,6 +287,11 @@ TEST_F(DataParallel, TwoRanksDeterministicEqualOneProcess) {
     ++steps;
   EXPECT_EQ(steps, 1u) << l;
   EXPECT_TRUE(fs::exists(run_dir("two") / "logs" / "rank_1.log"));
+  // The model card records the layout, and counts both processes' cores.
+  const std::string card = slurp(run_dir("two") / "model_card.md");
+  EXPECT_NE(card.find("Layout: data parallel over 2 processes (Open MPI"), std::string::npos) << card;
+  EXPECT_NE(card.find("global batch 2 x 2 x 2 sequences, deterministic reduction"), std::string::npos) << card;
+  EXPECT_NE(card.find("on 2 process(es) × 1 thread(s)"), std::string::npos) << card;
   EXPECT_FALSE(fs::exists(run_dir("two") / "logs" / "rank_0.log"));
   // Evaluation ran (on rank 0, on the same weights): the one process's val history.
   EXPECT_EQ(val_losses("two"), val_losses("one"));
@@ -335,10 +340,13 @@ TEST_F(DataParallel, FastReductionFollowsOneProcess) {
 // reads its range of each tensor from whichever parts hold it.
 TEST_F(DataParallel, ResumeInAnotherLayoutIsExact) {
   ASSERT_EQ(run({0, 6}, write_config("straight", {0, 6}, 8, true), "straight.log"), 0) << log("straight.log");
-  const std::vector<std::pair<Layout, Layout>> moves = {
-      {{2, 3}, {0, 6}},             {{0, 6}, {2, 3}},             {{2, 3}, {3, 2}},
-      {{2, 3, true}, {0, 6}},       {{0, 6}, {3, 2, true}},       {{2, 3, true}, {3, 2, true}},
-      {{3, 2, true}, {2, 3, false}}};
+  const std::vector<std::pair<Layout, Layout>> moves = {{{2, 3}, {0, 6}},
+                                                        {{0, 6}, {2, 3}},
+                                                        {{2, 3}, {3, 2}},
+                                                        {{2, 3, true}, {0, 6}},
+                                                        {{0, 6}, {3, 2, true}},
+                                                        {{2, 3, true}, {3, 2, true}},
+                                                        {{3, 2, true}, {2, 3, false}}};
   for (const auto& [from, to] : moves) {
     std::string name = "r";  // (not "r" + to_string(): GCC 12's -Wrestrict false positive)
     name += std::to_string(from.devices());
@@ -398,8 +406,7 @@ TEST_F(DataParallel, ZeroOneEqualsOneUnshardedProcess) {
       const fs::path ck = run_dir(name) / "checkpoints" / "step_6";
       EXPECT_TRUE(fs::exists(ck / "optimizer.index.json"));
       EXPECT_FALSE(fs::exists(ck / "optimizer.safetensors"));
-      for (int q = 0; q < z.ranks; ++q)
-        EXPECT_TRUE(fs::exists(ck / zcode::ckpt::optimizer_part_name(q, z.ranks))) << q;
+      for (int q = 0; q < z.ranks; ++q) EXPECT_TRUE(fs::exists(ck / zcode::ckpt::optimizer_part_name(q, z.ranks))) << q;
     }
   }
 }

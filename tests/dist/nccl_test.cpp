@@ -98,9 +98,10 @@ int main(int argc, char** argv) {
   const int gpus = cuda_device_count();
   if (gpus < mpi.size()) {
     if (mpi.rank() == 0)
-      std::printf("SKIPPED: the NCCL collectives test needs one GPU per rank: %d rank(s), %d GPU(s) here "
-                  "(it runs on a GPU machine)\n",
-                  mpi.size(), gpus);
+      std::printf(
+          "SKIPPED: the NCCL collectives test needs one GPU per rank: %d rank(s), %d GPU(s) here "
+          "(it runs on a GPU machine)\n",
+          mpi.size(), gpus);
     shutdown();
     return 77;
   }

@@ -186,7 +186,11 @@ TEST_F(Callbacks, EarlyStoppingPatienceAndState) {
   EXPECT_EQ(send("early_stopping", e, ZC_EVENT_EVAL_END, 3, R"({"loss":2.495})"), 0u);
   // Save after 1 bad evaluation, restore into a fresh instance: it stops on the next bad one.
   std::string json;
-  zc_state_writer w{sizeof(zc_state_writer), 0, &json, nullptr, [](void* c, const char* j, size_t n) -> zc_status* {
+  zc_state_writer w{sizeof(zc_state_writer),
+                    0,
+                    &json,
+                    nullptr,
+                    [](void* c, const char* j, size_t n) -> zc_status* {
                       static_cast<std::string*>(c)->assign(j, n);
                       return nullptr;
                     },

@@ -97,7 +97,7 @@ TEST(Checkpoint, OptimizerPartsRoundTripAndReadAcrossPieces) {
   DLTensor dst = zcode::sdk::make_view(got.data(), zcode::sdk::kF32, 1, gn);
   loaded.optimizer_parts->read_slice("m", 10, 2, dst);
   EXPECT_EQ(got, (std::vector<float>{2, 3, 4, 5, 6}));
-  EXPECT_THROW(loaded.optimizer_parts->read_slice("m", 9, 2, dst), CheckpointError);  // another size
+  EXPECT_THROW(loaded.optimizer_parts->read_slice("m", 9, 2, dst), CheckpointError);   // another size
   EXPECT_THROW(loaded.optimizer_parts->read_slice("m", 10, 6, dst), CheckpointError);  // past its end
   // The same through a stage's reader (what a sharded optimizer's load_state calls).
   ck::StateReaderView rv(loaded.optimizer_parts.get(), "{}");

@@ -340,7 +340,7 @@ TEST(ForwardEval, ArgmaxMatchesFullLogits) {
 // With a vocabulary of several fused-head slices (pinned here to 512
 // columns each, lm_head.h), forward_logprobs' log-probs are the log-softmax of the full-recompute
 // logits (computed here in double) and its arg-max is theirs, across slice
-// boundaries; both are the same bits on 1 and 2 threads.
+// boundaries; both are the same bits on 1 and 2 OpenMP threads.
 TEST(ForwardEval, FusedHeadOverSeveralSlicesMatchesTheLogits) {
   const glm52::Config cfg = glm52_test::make_config(
       R"({"vocab_size": 1500, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 8,
@@ -359,9 +359,13 @@ TEST(ForwardEval, FusedHeadOverSeveralSlicesMatchesTheLogits) {
   b.T = T;
   std::vector<float> lp1(B * T), lp2(B * T);
   std::vector<int32_t> am1(B * T, -7), am2(B * T, -7);
+  // OpenBLAS pinned to one thread, as in Determinism.OurKernelsThreadCountIndependent:
+  // its sgemm (the layers before the head) varies with its own thread count
+  // (seen in the -O1 asan build on an AMD EPYC, 2026-12-05); the fused head's loops must not.
   zcode::kernels::set_num_threads(1);
   model.forward_logprobs(b, lp1.data(), am1.data());
   zcode::kernels::set_num_threads(2);
+  zcode::kernels::set_blas_num_threads(1);
   model.forward_logprobs(b, lp2.data(), am2.data());
   EXPECT_EQ(0, std::memcmp(lp1.data(), lp2.data(), lp1.size() * sizeof(float)));
   EXPECT_EQ(am1, am2);

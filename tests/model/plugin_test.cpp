@@ -244,8 +244,8 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   host_.seed = 99;
   void* m2 = create(kOpts);
   ASSERT_NE(m2, nullptr);
-  zc_state_reader r{sizeof(zc_state_reader), 0, &st, get_tensor, num_tensors, tensor_name, st.json.c_str(),
-                    st.json.size(), nullptr};
+  zc_state_reader r{sizeof(zc_state_reader), 0,      &st, get_tensor, num_tensors, tensor_name, st.json.c_str(),
+                    st.json.size(),          nullptr};
   ASSERT_EQ(call(table_->load_state(m2, &r)), "");
   std::vector<float> lp2(B * T);
   DLTensor out2{lp2.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
@@ -268,7 +268,8 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   bad = st;
   std::string j = st.json;
   j.replace(j.find("\"n_heads\":4"), 11, "\"n_heads\":2");
-  zc_state_reader rj{sizeof(zc_state_reader), 0, &bad, get_tensor, num_tensors, tensor_name, j.c_str(), j.size(), nullptr};
+  zc_state_reader rj{
+      sizeof(zc_state_reader), 0, &bad, get_tensor, num_tensors, tensor_name, j.c_str(), j.size(), nullptr};
   EXPECT_EQ(call(table_->load_state(m2, &rj)), "model state: n_heads is 2 in the checkpoint but 4 in the config");
   // The failed loads changed nothing.
   ASSERT_EQ(call(table_->forward_logprobs(m2, &batch, &out2)), "");

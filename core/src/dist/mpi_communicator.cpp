@@ -222,14 +222,16 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Iallreduce"), mpi_type(t), mpi_op(op), comm_, &r),
           "MPI_Iallreduce");
-    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Iallreduce (wait)", std::vector<int>{}, std::vector<int>{});
+    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Iallreduce (wait)", std::vector<int>{},
+                                        std::vector<int>{});
   }
   std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
                                            ReduceOp op) override {
     std::vector<int> c = ints(counts, "MPI_Ireduce_scatter");
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), comm_, &r), "MPI_Ireduce_scatter");
-    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ireduce_scatter (wait)", std::move(c), std::vector<int>{});
+    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ireduce_scatter (wait)", std::move(c),
+                                        std::vector<int>{});
   }
   std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     std::vector<int> c = ints(counts, "MPI_Iallgatherv"), d = displs(c);
@@ -247,8 +249,8 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r = MPI_REQUEST_NULL;
     check(MPI_Ialltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_, &r),
           "MPI_Ialltoallv");
-    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ialltoallv (wait)", std::move(sc), std::move(sd), std::move(rc),
-                                        std::move(rd));
+    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ialltoallv (wait)", std::move(sc), std::move(sd),
+                                        std::move(rc), std::move(rd));
   }
   std::unique_ptr<Request> ibroadcast(void* data, size_t n, DType t, int root) override {
     MPI_Request r = MPI_REQUEST_NULL;
@@ -326,7 +328,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::string library_;
   std::shared_ptr<Watchdog> watch_ = std::make_shared<Watchdog>();  // shared with the groups split from it
-  std::vector<int> sc_, sd_, rc_, rd_;                               // scratch of the blocking calls
+  std::vector<int> sc_, sd_, rc_, rd_;                              // scratch of the blocking calls
 };
 
 }  // namespace

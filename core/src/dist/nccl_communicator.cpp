@@ -14,12 +14,11 @@
 // Communicator interface takes no stream; the ABI's stream argument is for
 // the CUDA backend to order its own stream against this one), a blocking
 // call waits for its collective, and a non-blocking call returns a request
-// whose wait() synchronizes an event recorded after it. Uneven reduce-scatter and all-gather (the flat layout's shards) are
-// groups of ncclReduce / ncclBroadcast calls, one per rank's range, and
-// alltoallv is a group of ncclSend/ncclRecv (ncclGroupStart/End), as NCCL's
-// "Point-to-point communication" examples describe. Buffers of the typed
-// collectives are device pointers; the byte collectives (config hashes,
-// metrics, checkpoint bookkeeping) are host data and go over MPI.
+// whose wait() synchronizes an event recorded after it. Uneven reduce-scatter and all-gather (the flat layout's shards)
+// are groups of ncclReduce / ncclBroadcast calls, one per rank's range, and alltoallv is a group of ncclSend/ncclRecv
+// (ncclGroupStart/End), as NCCL's "Point-to-point communication" examples describe. Buffers of the typed collectives
+// are device pointers; the byte collectives (config hashes, metrics, checkpoint bookkeeping) are host data and go over
+// MPI.
 #include "nccl_communicator.h"
 
 #include <cuda_runtime.h>

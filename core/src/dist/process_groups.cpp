@@ -243,8 +243,8 @@ zc_status* broadcast_fn(void* ctx, zc_group g, DLTensor* inout, int32_t root, vo
   return run(ctx, g, "broadcast", out, [&](Communicator& c, zc_comm_request& r, bool async) {
     if (!inout) bad("broadcast", "NULL tensor");
     if (root < 0 || root >= c.size())
-      bad("broadcast", "root " + std::to_string(root) + " is not a rank of the group (size " +
-                           std::to_string(c.size()) + ")");
+      bad("broadcast",
+          "root " + std::to_string(root) + " is not a rank of the group (size " + std::to_string(c.size()) + ")");
     const size_t n = elements(*inout, "broadcast", "inout");
     const DType t = dtype(*inout, "broadcast", "inout");
     if (async) r.request = c.ibroadcast(ptr(*inout), n, t, root);

@@ -1,8 +1,8 @@
 // watchdog.cpp: see watchdog.h.
 #include "watchdog.h"
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 namespace zcode::dist {
 

@@ -216,8 +216,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
     }
     for (int64_t k = 0; k < f.nq; ++k) {
       const int64_t q = f.q0 + k;
-      f.row_scale[static_cast<size_t>(k)] =
-          static_cast<float>(1.0 / std::sqrt(row[k] / mean_r[q / R]));
+      f.row_scale[static_cast<size_t>(k)] = static_cast<float>(1.0 / std::sqrt(row[k] / mean_r[q / R]));
     }
     const float* g = s.g;
     const float* rs = f.row_scale.data();
@@ -253,8 +252,7 @@ void Adafactor::step(double lr, uint64_t /*step*/) {
       rho = lr * s.lr_mult;
     }
     double alpha = rho;
-    if (scale_parameter_)
-      alpha *= std::max(eps2_, std::sqrt(sums_a_.sum(i, f.factored ? f.cols + 1 : 0) / n_all));
+    if (scale_parameter_) alpha *= std::max(eps2_, std::sqrt(sums_a_.sum(i, f.factored ? f.cols + 1 : 0) / n_all));
     const double sum_u2 = f.factored ? sums_b_.sum(i, 0) : sums_a_.sum(i, 1);
     const double rms_u = std::sqrt(sum_u2 / n_all);
     const float clip = static_cast<float>(1.0 / std::max(1.0, rms_u / clip_threshold_));

@@ -87,8 +87,8 @@ class OptimizerBase : public sdk::Optimizer {
     for (size_t i = 0; i < r.num_tensors(); ++i) {
       const std::string n = r.tensor_name(i);
       if (std::find(buffer_names_.begin(), buffer_names_.end(), n) == buffer_names_.end())
-        throw sdk::Error(ZC_ERR_DATA, "optimizer state: unexpected tensor '" + n +
-                                          "' (saved for a different model or optimizer?)");
+        throw sdk::Error(ZC_ERR_DATA,
+                         "optimizer state: unexpected tensor '" + n + "' (saved for a different model or optimizer?)");
     }
     std::vector<std::vector<float>> loaded(buffers_.size());
     for (size_t i = 0; i < buffers_.size(); ++i) {
@@ -246,9 +246,9 @@ class OptimizerBase : public sdk::Optimizer {
   std::vector<int64_t> full_n_, lo_;
   std::vector<StateBuffer> buffers_;
   std::vector<std::string> buffer_names_;  // every buffer's name, held here or not
-  uint64_t step_ = 0;           // updates applied so far (bias corrections use step_ after the increment)
-  bool estimate_only_ = false;  // built by estimate_memory: buffers have shapes, no data
-  bool sharded_ = false;        // created with a zc_param_shard (ZeRO-1)
+  uint64_t step_ = 0;                      // updates applied so far (bias corrections use step_ after the increment)
+  bool estimate_only_ = false;             // built by estimate_memory: buffers have shapes, no data
+  bool sharded_ = false;                   // created with a zc_param_shard (ZeRO-1)
   zc_group group_ = ZC_GROUP_DATA;
   sdk::Collectives comm_;  // reductions over group_ when sharded (one rank otherwise)
 

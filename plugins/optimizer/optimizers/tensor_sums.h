@@ -52,9 +52,9 @@ class TensorSums {
       nblocks_[i] = (full_n[i] + block[i] - 1) / block[i];
       if (slots[i].n > 0) {
         if (lo[i] % block[i] != 0)
-          throw sdk::Error(ZC_ERR_INVALID_ARGUMENT, "optimizer: the part of '" + slots[i].name + "' starts at element " +
-                                                        std::to_string(lo[i]) + ", not a multiple of its blocks of " +
-                                                        std::to_string(block[i]));
+          throw sdk::Error(ZC_ERR_INVALID_ARGUMENT,
+                           "optimizer: the part of '" + slots[i].name + "' starts at element " + std::to_string(lo[i]) +
+                               ", not a multiple of its blocks of " + std::to_string(block[i]));
         if (my_first < 0) my_first = global + lo[i] / block[i] * width[i];
         local += (slots[i].n + block[i] - 1) / block[i] * width[i];
       }
@@ -100,15 +100,14 @@ class TensorSums {
     const int64_t mine[2] = {my_first_, local};
     std::vector<int64_t> all(static_cast<size_t>(2 * ranks));
     std::vector<int64_t> two(static_cast<size_t>(ranks), 2);
-    comm_->allgather(std::span<const int64_t>(mine, 2), std::span<int64_t>(all), std::span<const int64_t>(two),
-                     group_);
+    comm_->allgather(std::span<const int64_t>(mine, 2), std::span<int64_t>(all), std::span<const int64_t>(two), group_);
     int64_t next = 0;
     for (int q = 0; q < ranks; ++q) {
       const int64_t first = all[2 * q], count = all[2 * q + 1];
       if (count > 0 && first != next)
-        throw sdk::Error(ZC_ERR_INVALID_ARGUMENT,
-                         "optimizer: rank " + std::to_string(q) + "'s part starts at block " + std::to_string(first) +
-                             ", expected " + std::to_string(next) + " (the ranks' parts must follow each other)");
+        throw sdk::Error(ZC_ERR_INVALID_ARGUMENT, "optimizer: rank " + std::to_string(q) + "'s part starts at block " +
+                                                      std::to_string(first) + ", expected " + std::to_string(next) +
+                                                      " (the ranks' parts must follow each other)");
       next += count;
       counts_[static_cast<size_t>(q)] = count;
     }

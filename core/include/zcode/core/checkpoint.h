@@ -93,11 +93,11 @@ extern const char* const kOptimizerIndex;
 
 /// One tensor, or a rank's slice of one, that a stage put while saving in parts.
 struct Piece {
-  std::string name, dtype;      ///< the tensor's name and safetensors dtype ("F32")
-  std::vector<int64_t> shape;   ///< the whole tensor's
+  std::string name, dtype;       ///< the tensor's name and safetensors dtype ("F32")
+  std::vector<int64_t> shape;    ///< the whole tensor's
   int64_t begin = 0, count = 0;  ///< elements [begin, begin + count) of its row-major order
-  bool whole = false;           ///< put whole (put_tensor), not as a slice
-  std::string sha256;           ///< of a whole tensor's bytes (ranks that hold it must agree)
+  bool whole = false;            ///< put whole (put_tensor), not as a slice
+  std::string sha256;            ///< of a whole tensor's bytes (ranks that hold it must agree)
 };
 /// One rank's pieces as JSON (for the all-gather to rank 0), with its part file's name.
 std::string pieces_json(const std::vector<Piece>& pieces, const std::string& part_file);
@@ -113,7 +113,8 @@ class PartedTensors {
   /// Parses the index and checks it against the parts (each piece inside its
   /// part's tensor of the same dtype). Throws CheckpointError naming `where`.
   PartedTensors(const std::string& index_json,
-                std::map<std::string, std::unique_ptr<zcode::sdk::safetensors::Reader>> parts, const std::string& where);
+                std::map<std::string, std::unique_ptr<zcode::sdk::safetensors::Reader>> parts,
+                const std::string& where);
   ~PartedTensors();
   const std::vector<std::string>& names() const { return names_; }
   /// The tensor whole (assembled on first use and kept), or nullptr.
@@ -255,7 +256,7 @@ struct LoadedCheckpoint {
   /// The optimizer's state in parts (ZeRO-1), when optimizer.index.json
   /// replaced optimizer.safetensors (`optimizer` is then null).
   std::unique_ptr<PartedTensors> optimizer_parts;
-  std::string state_json;                                                    // the whole state.json text
+  std::string state_json;  // the whole state.json text
 
   /// The reader of file `f` (null for an absent extra.safetensors, and for
   /// the optimizer's and extra's in a Parts::kModelOnly load).

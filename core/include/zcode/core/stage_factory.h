@@ -25,7 +25,7 @@ class HostServices;  // zcode/core/host_services.h
 struct StageLinks {
   zc_stage_ref tokenizer{};
   zc_stage_ref model{};
-  const char* split = nullptr;  ///< "train" | "val"; dataloaders only
+  const char* split = nullptr;            ///< "train" | "val"; dataloaders only
   const zc_param_shard* shard = nullptr;  ///< an optimizer's ZeRO-1 part (ABI 1.5); NULL: all of it
 };
 

@@ -85,8 +85,7 @@ class CommRequest {
 class Collectives {
  public:
   explicit Collectives(const zc_host_services* host = nullptr)
-      : h_(host),
-        c_(host && ZC_STRUCT_HAS_FIELD(host, zc_host_services, collectives) ? host->collectives : nullptr) {}
+      : h_(host), c_(host && ZC_STRUCT_HAS_FIELD(host, zc_host_services, collectives) ? host->collectives : nullptr) {}
 
   /// This process's rank in `g`, and the group's size (0 and 1 without a 1.5 host).
   int rank(zc_group g = ZC_GROUP_WORLD) const { return c_ ? c_->rank(c_->ctx, g) : 0; }
@@ -143,8 +142,8 @@ class Collectives {
     int64_t ns[1], nr[1];
     DLTensor s = view(send.data(), send.size(), ns), r = view(recv.data(), recv.size(), nr);
     zc_comm_request* req = nullptr;
-    check(h_, c_->alltoallv(c_->ctx, g, &s, send_counts.data(), &r, recv_counts.data(), stream,
-                            request ? &req : nullptr));
+    check(h_,
+          c_->alltoallv(c_->ctx, g, &s, send_counts.data(), &r, recv_counts.data(), stream, request ? &req : nullptr));
     if (request) *request = CommRequest(h_, c_, req);
   }
   /// Root's v to every rank of `g`.

@@ -15,8 +15,8 @@
 #include <zcode/sdk/options.h>
 #include <zcode/sdk/stages.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <span>

@@ -116,7 +116,7 @@ class GradientReducer {
   const FlatLayout& layout_;
   const ShardPlan& plan_;
   Options opts_;
-  size_t my_lo_ = 0, my_hi_ = 0;          // this rank's flat shard
+  size_t my_lo_ = 0, my_hi_ = 0;            // this rank's flat shard
   std::vector<int64_t> my_begin_, my_end_;  // per tensor, its part of the shard
   std::vector<float> flat_;                 // the packed gradient (and, with ZeRO, the gathered values) [size()]
   std::vector<float> shard_;                // fast: the reduce-scatter's output; deterministic: the accumulator
@@ -126,7 +126,7 @@ class GradientReducer {
   std::vector<size_t> tensor_pending_;      // fast: per bucket, tensors not yet final
   std::vector<char> packed_;                // fast: per tensor, packed into flat_ this step
   std::vector<std::vector<size_t>> tensor_buckets_;  // fast: per tensor, the buckets it overlaps
-  std::vector<double> partials_, all_partials_;        // norm() with ZeRO
+  std::vector<double> partials_, all_partials_;      // norm() with ZeRO
   std::vector<size_t> partial_counts_;
   double comm_ms_ = 0;
   std::exception_ptr failed_;  // fast: a failure inside on_grads_ready
