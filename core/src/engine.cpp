@@ -24,6 +24,7 @@
 
 #include <rapidjson/document.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -44,10 +45,22 @@ namespace {
 
 struct sigaction g_old_int, g_old_term;
 volatile sig_atomic_t g_signals = 0;
+volatile sig_atomic_t g_launched = 0;  // several ranks under mpirun/srun
 
 void on_signal(int) {
   if (g_signals != 0) _exit(kExitInterrupted);  // a second Ctrl-C: stop now
   g_signals = 1;
+  if (g_launched) {
+    // mpirun stops reading the ranks' output once it is told to end the
+    // job, so a rank printing a line would block (the write already blocked
+    // is interrupted by this signal) and never reach its checkpoint: from
+    // now on the console drops what it cannot take at once; every line
+    // still reaches the log file (written first, core/src/log.cpp).
+    for (int fd : {1, 2}) {
+      const int fl = fcntl(fd, F_GETFL);
+      if (fl != -1) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    }
+  }
   request_stop();
 }
 
@@ -64,6 +77,7 @@ struct SignalScope {
     active = true;
   }
   ~SignalScope() {
+    g_launched = 0;
     if (!active) return;
     sigaction(SIGINT, &g_old_int, nullptr);
     sigaction(SIGTERM, &g_old_term, nullptr);
@@ -179,7 +193,9 @@ struct Engine::Impl::Loop {
   // What one optimizer step did.
   struct Step {
     double loss = 0, grad_norm = 0, lr = 0, data_wait_ms = 0, step_ms = 0;
-    double comm_ms = 0;  // in collectives (all of it exposed: nothing overlaps yet)
+    double comm_ms = 0;        // this rank's time blocked in the gradient collectives (the exposed part)
+    double slowest_fb_ms = 0;  // the slowest rank's forward/backward (several ranks)
+    int slowest_rank = 0;
     int64_t tokens = 0;
     core::NonfiniteGuard::Action action = core::NonfiniteGuard::Action::kApply;
   };
@@ -278,6 +294,8 @@ struct Engine::Impl::Loop {
         const auto x = exchange.exchange(comm, acc.size(), s.data_wait_ms, ms_since(t0), sink);
         s.loss = x.loss;
         s.data_wait_ms = x.max_data_wait_ms;  // the slowest rank's
+        s.slowest_fb_ms = x.max_compute_ms;
+        s.slowest_rank = x.slowest_rank;
       }
     }
     trace.span("forward_backward", t0);
@@ -323,7 +341,10 @@ struct Engine::Impl::Loop {
     w.key("data_wait_fraction").number(s.step_ms > 0 ? s.data_wait_ms / s.step_ms : 0, 17);
     w.key("eta_s").number((max_steps - e.step) * ema_step_ms / 1000.0, 17);
     w.key("skipped").number(s.action == core::NonfiniteGuard::Action::kApply ? 0 : 1, 17);
-    if (multi()) w.key("comm_ms").number(s.comm_ms, 17);
+    if (multi()) {
+      w.key("comm_ms").number(s.comm_ms, 17);
+      w.key("slowest_rank").number(s.slowest_rank, 17).key("slowest_rank_fb_ms").number(s.slowest_fb_ms, 17);
+    }
     // The model's metrics follow, except those the engine already wrote:
     // each key once (the model's own "tokens" is the same target-token
     // count, summed over micro-batches; the engine's is what tokens_per_s uses).
@@ -509,7 +530,8 @@ int Engine::run() {
   clear_stop_request();
   bool torn_down = false, training = false;
   try {
-    m.comm = &dist::world();                                     // a plain process: the one-rank communicator, no MPI
+    m.comm = &dist::world();  // a plain process: the one-rank communicator, no MPI
+    g_launched = m.comm->size() > 1 ? 1 : 0;
     if (!m.leader()) log::set_console_level(log::Level::Error);  // rank 0 prints; the others log to a file
     dist::Communicator& comm = *m.comm;
     start_phase(comm, [&] {
@@ -544,6 +566,7 @@ int Engine::run() {
     start_phase(comm, [&] {
       // (Inside the phase: a rank that cannot open its log fails with the others.)
       if (!m.leader()) log::open_file(m.run_dir / "logs" / ("rank_" + std::to_string(m.rank()) + ".log"));
+      comm.set_progress_dir((m.run_dir / "logs").string());  // the watchdog's rank_N.progress
       // Verify the checkpoint completely before any stage exists.
       if (resume) {
         fs::path dir = ckpt::resolve(m.opts.resume_from, m.run_dir);

@@ -170,6 +170,12 @@ void write(Level level, std::string_view component, std::string_view message) {
   const std::string line = format(level, component, message);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
+  // The file first: a console that blocks or drops (mpirun ending a job
+  // stops reading the ranks' output) must not cost the run folder a line.
+  if (s.file.is_open() && level >= s.file_level) {
+    s.file << line << '\n';
+    s.file.flush();
+  }
   if (s.console_enabled && level >= s.console && (!s.quiet || level >= Level::Warn)) {
     std::FILE* out = level >= Level::Warn || s.data_on_stdout ? stderr : stdout;
     // One fwrite of the line and its newline: stdio locks per call, so two
@@ -178,10 +184,6 @@ void write(Level level, std::string_view component, std::string_view message) {
     text.push_back('\n');
     std::fwrite(text.data(), 1, text.size(), out);
     std::fflush(out);
-  }
-  if (s.file.is_open() && level >= s.file_level) {
-    s.file << line << '\n';
-    s.file.flush();
   }
   for (auto& [id, sink] : s.sinks) {
     try {

@@ -133,9 +133,15 @@ pid_t rank_pid(const fs::path& cfg, int rank) {
 }
 
 // `zcode-host args...` alone (ranks == 0) or under `mpirun -np ranks`.
-std::vector<std::string> command(int ranks, const std::vector<std::string>& args) {
+// `mpirun_extra` goes to mpirun before -np.
+std::vector<std::string> command(int ranks, const std::vector<std::string>& args,
+                                 const std::vector<std::string>& mpirun_extra = {}) {
   std::vector<std::string> a;
-  if (ranks > 0) a = {kMpirun.string(), "--oversubscribe", "-np", std::to_string(ranks)};
+  if (ranks > 0) {
+    a = {kMpirun.string(), "--oversubscribe"};
+    a.insert(a.end(), mpirun_extra.begin(), mpirun_extra.end());
+    a.insert(a.end(), {"-np", std::to_string(ranks)});
+  }
   a.push_back(kHost.string());
   a.insert(a.end(), args.begin(), args.end());
   return a;
@@ -286,7 +292,18 @@ TEST_F(DataParallel, TwoRanksDeterministicEqualOneProcess) {
   for (size_t at = l.find("] Step 8/8 | loss: "); at != std::string::npos; at = l.find("] Step 8/8 | loss: ", at + 1))
     ++steps;
   EXPECT_EQ(steps, 1u) << l;
+  // The step line adds the exposed communication and the slowest rank's forward/backward.
+  const size_t at8 = l.find("] Step 8/8 | loss: ");
+  ASSERT_NE(at8, std::string::npos) << l;
+  const std::string line8 = l.substr(at8, l.find('\n', at8) - at8);
+  EXPECT_NE(line8.find(" ms | slowest: rank "), std::string::npos) << line8;
+  EXPECT_NE(line8.find(" | comm: "), std::string::npos) << line8;
   EXPECT_TRUE(fs::exists(run_dir("two") / "logs" / "rank_1.log"));
+  // The watchdog's progress files: rank 1 issued as many collectives as rank 0.
+  const std::string p0 = slurp(run_dir("two") / "logs" / "rank_0.progress"),
+                    p1 = slurp(run_dir("two") / "logs" / "rank_1.progress");
+  EXPECT_FALSE(p0.empty());
+  EXPECT_EQ(p0.substr(0, p0.find(' ')), p1.substr(0, p1.find(' '))) << p0 << " vs " << p1;
   // The model card records the layout, and counts both processes' cores.
   const std::string card = slurp(run_dir("two") / "model_card.md");
   EXPECT_NE(card.find("Layout: data parallel over 2 processes (Open MPI"), std::string::npos) << card;
@@ -491,6 +508,46 @@ TEST_F(DataParallel, SigtermCheckpointsAndResumesExactly) {
   expect_identical("straight", "stopped");
 }
 
+// SIGTERM to mpirun itself (Ctrl-C in its terminal is SIGINT, handled the
+// same). Open MPI 4.1 stops forwarding the ranks' output at once, waits
+// odls_base_sigkill_timeout, passes SIGTERM to every rank, waits as long
+// again, then SIGKILLs what is left, and exits 1. Meanwhile rank 0 may block
+// printing a line; the SIGTERM frees it (the console then drops what it
+// cannot take, the run folder's log keeps every line), the ranks stop at one
+// step and rank 0 checkpoints it.
+TEST_F(DataParallel, SigtermToMpirunCheckpointsTheStopStep) {
+  const fs::path cfg = write_config("m", {2, 2}, 2000, true);
+  Child c = start(command(2, {"run", cfg.string()}, {"--mca", "odls_base_sigkill_timeout", "8"}), dir_ / "m.log");
+  Reaper reaper{c};
+  bool at3 = false;
+  for (int i = 0; i < 3000 && !at3; ++i) {
+    at3 = log("m.log").find("Step 3/2000") != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(at3) << log("m.log");
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(c.pid, SIGTERM);
+  const int rc = wait_for(c, 90);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_NE(rc, -1) << "mpirun did not end within 90 s of SIGTERM\n" << log("m.log");
+  EXPECT_EQ(rc, 1) << log("m.log");
+  const std::string l = slurp(run_dir("m") / "logs" / "console.log");
+  ASSERT_NE(l.find("Stopped on request at step "), std::string::npos)
+      << l.substr(l.size() > 3000 ? l.size() - 3000 : 0);
+  auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("m")));
+  EXPECT_LT(ck.step, 2000u);
+  EXPECT_NE(
+      l.find("Checkpoint saved to " + (run_dir("m") / "checkpoints" / "step_").string() + std::to_string(ck.step)),
+      std::string::npos)
+      << "the stop step was not checkpointed\n"
+      << l.substr(l.size() > 3000 ? l.size() - 3000 : 0);
+  EXPECT_NE(l.find("Stopped on request at step " + std::to_string(ck.step)), std::string::npos);
+  std::printf(
+      "[ measured ] mpirun ended %.1f s after its SIGTERM (odls_base_sigkill_timeout 8), exit %d, "
+      "checkpoint at step %llu\n",
+      took, rc, static_cast<unsigned long long>(ck.step));
+}
+
 // A rank that dies ends the job (mpirun sees it), well inside the time a
 // user would wait, and the last complete checkpoint loads and verifies.
 TEST_F(DataParallel, AKilledRankEndsTheJob) {
@@ -523,7 +580,8 @@ TEST_F(DataParallel, AKilledRankEndsTheJob) {
 // A rank that hangs (here: stopped with SIGSTOP) does not end the job by
 // itself; the others' watchdog (distributed.timeout_s) does: the rank that
 // waits longer than the timeout in a collective says which call and step,
-// and exits, and mpirun ends the job.
+// and which rank never reached it (logs/rank_N.progress), and exits, and
+// mpirun ends the job.
 TEST_F(DataParallel, AHungRankEndsTheJobWithinTheTimeout) {
   const fs::path cfg = write_config("h", {2, 2}, 400, true, "AdamW", "", 3);
   Child c = start(command(2, {"run", cfg.string()}), dir_ / "h.log");
@@ -546,8 +604,13 @@ TEST_F(DataParallel, AHungRankEndsTheJobWithinTheTimeout) {
   EXPECT_LT(took, 30.0);
   const std::string l = log("h.log");
   EXPECT_NE(l.find(" s for the other ranks at step "), std::string::npos) << l;
-  EXPECT_NE(l.find("(distributed.timeout_s = 3): a rank is lost or hung"), std::string::npos) << l;
+  EXPECT_NE(l.find("(distributed.timeout_s = 3): a rank is lost or hung: rank 1 (last reported: collective #"),
+            std::string::npos)
+      << "the line does not name the stopped rank\n"
+      << l;
   std::printf("[ measured ] the job ended %.1f s after rank 1 hung, timeout 3 s (exit %d)\n", took, rc);
+  if (const size_t w = l.find("a rank is lost or hung"); w != std::string::npos)
+    std::printf("[ message  ] %s\n", l.substr(l.rfind('\n', w) + 1, l.find('\n', w) - l.rfind('\n', w) - 1).c_str());
   auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("h")));
   EXPECT_EQ(ck.step % 4, 0u);
 }

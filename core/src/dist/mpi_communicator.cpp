@@ -78,7 +78,7 @@ class MpiRequest final : public Request {
   }
   void wait() override {
     if (req_ == MPI_REQUEST_NULL) return;
-    Watchdog::Busy busy(watch_, call_);
+    Watchdog::Busy busy(watch_, call_, /*issue=*/false);  // counted when issued
     check(MPI_Wait(&req_, MPI_STATUS_IGNORE), call_);
   }
   bool test() override {
@@ -220,6 +220,7 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Request> iallreduce(void* data, size_t n, DType t, ReduceOp op) override {
     MPI_Request r = MPI_REQUEST_NULL;
+    if (watch_) watch_->count("MPI_Iallreduce");
     check(MPI_Iallreduce(MPI_IN_PLACE, data, as_int(n, "MPI_Iallreduce"), mpi_type(t), mpi_op(op), comm_, &r),
           "MPI_Iallreduce");
     return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Iallreduce (wait)", std::vector<int>{},
@@ -229,6 +230,7 @@ class MpiCommunicator final : public Communicator {
                                            ReduceOp op) override {
     std::vector<int> c = ints(counts, "MPI_Ireduce_scatter");
     MPI_Request r = MPI_REQUEST_NULL;
+    if (watch_) watch_->count("MPI_Ireduce_scatter");
     check(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), comm_, &r), "MPI_Ireduce_scatter");
     return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ireduce_scatter (wait)", std::move(c),
                                         std::vector<int>{});
@@ -237,6 +239,7 @@ class MpiCommunicator final : public Communicator {
     std::vector<int> c = ints(counts, "MPI_Iallgatherv"), d = displs(c);
     const void* in = in_place(mine, all, d, t) ? MPI_IN_PLACE : mine;
     MPI_Request r = MPI_REQUEST_NULL;
+    if (watch_) watch_->count("MPI_Iallgatherv");
     check(MPI_Iallgatherv(in, c[static_cast<size_t>(rank_)], mpi_type(t), all, c.data(), d.data(), mpi_type(t), comm_,
                           &r),
           "MPI_Iallgatherv");
@@ -247,6 +250,7 @@ class MpiCommunicator final : public Communicator {
     std::vector<int> sc = ints(send_counts, "MPI_Ialltoallv"), sd = displs(sc);
     std::vector<int> rc = ints(recv_counts, "MPI_Ialltoallv"), rd = displs(rc);
     MPI_Request r = MPI_REQUEST_NULL;
+    if (watch_) watch_->count("MPI_Ialltoallv");
     check(MPI_Ialltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_, &r),
           "MPI_Ialltoallv");
     return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ialltoallv (wait)", std::move(sc), std::move(sd),
@@ -254,6 +258,7 @@ class MpiCommunicator final : public Communicator {
   }
   std::unique_ptr<Request> ibroadcast(void* data, size_t n, DType t, int root) override {
     MPI_Request r = MPI_REQUEST_NULL;
+    if (watch_) watch_->count("MPI_Ibcast");
     check(MPI_Ibcast(data, as_int(n, "MPI_Ibcast"), mpi_type(t), root, comm_, &r), "MPI_Ibcast");
     return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ibcast (wait)", std::vector<int>{}, std::vector<int>{});
   }
@@ -266,6 +271,7 @@ class MpiCommunicator final : public Communicator {
     watch_->start(timeout_s, std::move(report));
   }
   void note_step(uint64_t step) override { watch_->note_step(step); }
+  void set_progress_dir(const std::string& dir) override { watch_->set_progress(dir, rank_, size_); }
   void pause_timeout(bool paused) override { watch_->pause(paused); }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);

@@ -67,7 +67,8 @@ StepExchange::Result StepExchange::exchange(Communicator& comm, size_t micro_bat
   for (size_t q = 0; q < all.size(); ++q) {
     readers.push_back(Reader{all[q], 0, static_cast<int>(q)});
     r.max_data_wait_ms = std::max(r.max_data_wait_ms, readers.back().get<double>());
-    r.max_compute_ms = std::max(r.max_compute_ms, readers.back().get<double>());
+    const double compute = readers.back().get<double>();
+    if (compute > r.max_compute_ms) r.max_compute_ms = compute, r.slowest_rank = static_cast<int>(q);
     if (readers.back().get<uint64_t>() != micro_batches) readers.back().fail();
   }
   std::string name;

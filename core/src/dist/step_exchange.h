@@ -34,9 +34,10 @@ class StepExchange {
   }
 
   struct Result {
-    double loss = 0;  ///< Σ "loss" in global order
-    double max_data_wait_ms = 0;
-    double max_compute_ms = 0;
+    double loss = 0;              ///< Σ "loss" in global order
+    double max_data_wait_ms = 0;  ///< the slowest rank's wait for data, ms
+    double max_compute_ms = 0;    ///< the slowest rank's forward/backward, ms
+    int slowest_rank = 0;         ///< whose forward/backward that was (lowest rank on ties)
   };
   /// The all-gather (every rank calls it; `micro_batches` per rank, the same
   /// on every rank). Replays into `out` (reset first by the caller).

@@ -3,12 +3,22 @@
 // A rank that dies ends the job through mpirun (it notices the exit and
 // kills the others). A rank that hangs (stuck in I/O, a deadlock, a stopped
 // process) does not: the others would wait in their next collective
-// forever. The watchdog is one thread per rank that looks, once a second,
+// forever. The watchdog is one thread per rank that looks, four times a second,
 // at how long the main thread has been inside one blocking collective; past
-// the timeout it writes one line naming the call, the step and the timeout,
-// and ends this process with exit code 1, which makes mpirun end every rank
-// of the job. It only reads two atomics the main thread writes around each
-// blocking call (no lock, no allocation on the main thread).
+// the timeout it writes one line naming the call, the step, the timeout and
+// the ranks that never reached that collective, and ends this process with
+// exit code 1, which makes mpirun end every rank of the job. The main thread
+// only writes atomics around each collective (no lock, no allocation).
+//
+// Naming the lost rank: every rank issues the same collectives in the same
+// order, so the number of collectives a rank has issued says how far it got.
+// Each rank's watchdog thread writes that number (with the call and the step)
+// to `<run>/logs/rank_N.progress` whenever it changes, at most four times a
+// second (an atomic rename; the run folder is shared by the ranks, as the
+// checkpoints already require). On timeout a rank reads every rank's file:
+// the ranks whose count is lower than its own are the ones that never
+// arrived. A file lags its rank by up to a quarter second of progress, never
+// leads it; a rank waiting in a collective has written its current count.
 #pragma once
 
 #include <atomic>
@@ -36,6 +46,14 @@ class Watchdog {
   void stop();
   /// The optimizer step the main thread is in (for the message).
   void note_step(uint64_t step) { step_.store(step, std::memory_order_relaxed); }
+  /// Where this rank writes its progress and reads the others' (the run
+  /// folder's logs/, once it exists; until then the message names no rank).
+  void set_progress(const std::string& dir, int rank, int size);
+  /// One more collective issued (blocking or not) by the main thread.
+  void count(const char* call) {
+    call_.store(call, std::memory_order_relaxed);
+    issued_.fetch_add(1, std::memory_order_release);
+  }
   /// While paused, no wait counts (a wait already running restarts its clock).
   void pause(bool paused) {
     paused_.store(paused, std::memory_order_release);
@@ -45,9 +63,12 @@ class Watchdog {
   /// What the main thread marks around a blocking collective.
   class Busy {
    public:
-    Busy(Watchdog* w, const char* call) : w_(w) {
+    /// `issue`: this call issues the collective (a blocking one); false for
+    /// the wait of a non-blocking one, counted when it was issued.
+    Busy(Watchdog* w, const char* call, bool issue = true) : w_(w) {
       if (!w_) return;
-      w_->call_.store(call, std::memory_order_relaxed);
+      if (issue) w_->count(call);
+      else w_->call_.store(call, std::memory_order_relaxed);
       w_->since_ns_.store(now_ns(), std::memory_order_release);
     }
     ~Busy() {
@@ -66,16 +87,22 @@ class Watchdog {
         .count();
   }
   void run();
+  void write_progress();           // on the watchdog thread, under mu_
+  std::string lost_ranks() const;  // on the watchdog thread, under mu_
 
   std::atomic<int64_t> since_ns_{0};  // 0: not in a collective
   std::atomic<const char*> call_{""};
   std::atomic<uint64_t> step_{0};
+  std::atomic<uint64_t> issued_{0};  // collectives issued so far
   std::atomic<bool> paused_{false};
   double timeout_s_ = 0;
   std::function<void(const std::string&)> report_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  std::string dir_;  // logs/ of the run folder, or empty
+  int rank_ = 0, size_ = 1;
+  uint64_t written_ = UINT64_MAX;  // the count in this rank's file
   std::thread thread_;
 };
 

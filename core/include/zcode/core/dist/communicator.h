@@ -120,6 +120,10 @@ class Communicator {
   /// where the run is, for that line. A one-process communicator never waits.
   virtual void set_timeout(double /*timeout_s*/, std::function<void(const std::string&)> /*report*/) {}
   virtual void note_step(uint64_t /*step*/) {}
+  /// The folder (the run folder's logs/, shared by the ranks) where the
+  /// watchdog keeps each rank's progress, so that the line it writes on
+  /// timeout names the ranks that never reached the collective.
+  virtual void set_progress_dir(const std::string& /*dir*/) {}
   /// While paused, waits do not count: the ranks that wait for rank 0's
   /// evaluation or checkpoint wait as long as it takes.
   virtual void pause_timeout(bool /*paused*/) {}
