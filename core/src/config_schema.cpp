@@ -485,7 +485,7 @@ const std::vector<Field>& fields() {
 
       read_with(untyped("callbacks",
                         R"J({"type": "array",
-                            "default": [{"type": "console"}, {"type": "metrics_json"}, {"type": "checkpoint"}, {"type": "model_card"}],
+                            "default": [{"type": "console"}, {"type": "metrics_json"}, {"type": "metrics_jsonl"}, {"type": "checkpoint"}, {"type": "model_card"}],
                             "items": {"type": "object", "x-plugin-owned": true, "additionalProperties": true, "required": ["type"],
                               "properties": {"type": {"type": "string", "minLength": 1}, "enabled": {"type": "boolean"}}}})J",
                         "Plugin-owned: each entry's type; a list adds to the defaults (see below)."),

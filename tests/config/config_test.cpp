@@ -95,9 +95,10 @@ TEST(Load, MinimalConfigHasDocumentedDefaults) {
   EXPECT_EQ(c.evaluation().batch_size, 8);  // = data.batch_size
   EXPECT_EQ(c.evaluation().max_batches, 0);
   EXPECT_EQ(c.generation().strategy, "greedy");
-  ASSERT_EQ(c.callbacks().size(), 4u);
+  ASSERT_EQ(c.callbacks().size(), 5u);
   EXPECT_EQ(c.callbacks()[0].type, "console");
-  EXPECT_EQ(c.callbacks()[3].type, "model_card");
+  EXPECT_EQ(c.callbacks()[2].type, "metrics_jsonl");
+  EXPECT_EQ(c.callbacks()[4].type, "model_card");
   EXPECT_EQ(c.callbacks()[1].options_json, "{\"type\":\"metrics_json\"}");
 }
 
@@ -172,36 +173,36 @@ Lines callback_options(const HarnessConfig& c) {
 
 TEST(Callbacks, ListAddsToTheDefaults) {
   HarnessConfig c = valid("callbacks:\n  - {type: early_stopping, patience: 2}\n");
-  EXPECT_EQ(callback_options(c),
-            (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})", R"({"type":"checkpoint"})",
-                   R"({"type":"model_card"})", R"({"type":"early_stopping","patience":2})"}));
+  EXPECT_EQ(callback_options(c), (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})",
+                                        R"({"type":"metrics_jsonl"})", R"({"type":"checkpoint"})",
+                                        R"({"type":"model_card"})", R"({"type":"early_stopping","patience":2})"}));
 }
 
 TEST(Callbacks, DefaultTypeConfiguresThatOneInPlace) {
   HarnessConfig c = valid("callbacks:\n  - {type: debugger}\n  - {type: Checkpoint, every: 50}\n");
   EXPECT_EQ(callback_options(c),
-            (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})", R"({"type":"Checkpoint","every":50})",
-                   R"({"type":"model_card"})", R"({"type":"debugger"})"}));
-  EXPECT_EQ(c.callbacks()[2].type, "checkpoint");
+            (Lines{R"({"type":"console"})", R"({"type":"metrics_json"})", R"({"type":"metrics_jsonl"})",
+                   R"({"type":"Checkpoint","every":50})", R"({"type":"model_card"})", R"({"type":"debugger"})"}));
+  EXPECT_EQ(c.callbacks()[3].type, "checkpoint");
 }
 
 TEST(Callbacks, EnabledFalseRemovesOneAndEnabledIsNotPassedOn) {
   HarnessConfig c = valid("callbacks:\n  - {type: console, enabled: false}\n  - {type: model_card, enabled: true}\n");
-  EXPECT_EQ(callback_options(c),
-            (Lines{R"({"type":"metrics_json"})", R"({"type":"checkpoint"})", R"({"type":"model_card"})"}));
+  EXPECT_EQ(callback_options(c), (Lines{R"({"type":"metrics_json"})", R"({"type":"metrics_jsonl"})",
+                                        R"({"type":"checkpoint"})", R"({"type":"model_card"})"}));
 }
 
 TEST(Callbacks, ReplaceDefaultsKeepsTheListAsWritten) {
   HarnessConfig c = valid("callbacks_replace_defaults: true\ncallbacks:\n  - {type: metrics_json}\n");
   EXPECT_EQ(callback_options(c), (Lines{R"({"type":"metrics_json"})"}));
   // No list: the defaults, whatever the flag says.
-  EXPECT_EQ(valid("callbacks_replace_defaults: true\n").callbacks().size(), 4u);
+  EXPECT_EQ(valid("callbacks_replace_defaults: true\n").callbacks().size(), 5u);
 }
 
 TEST(Callbacks, ResolvedListReadsBackUnchanged) {
   HarnessConfig c = valid("callbacks:\n  - {type: early_stopping}\n  - {type: console, enabled: false}\n");
   const Lines first = callback_options(c);
-  ASSERT_EQ(first.size(), 4u);
+  ASSERT_EQ(first.size(), 5u);
   HarnessConfig again = HarnessConfig::from_string(c.to_yaml(), "config.yaml");
   again.validate();
   EXPECT_EQ(callback_options(again), first);
@@ -587,8 +588,8 @@ TEST(Overrides, AppliedBeforeValidationAndRecorded) {
   EXPECT_EQ(c.optimizer().betas[1], 0.95);
   EXPECT_EQ(c.optimizer().lr, 1e-3);
   // A callbacks list adds to the defaults (issue 17): the console entry
-  // configures the default console in its place, the other three stay.
-  ASSERT_EQ(c.callbacks().size(), 4u);
+  // configures the default console in its place, the other four stay.
+  ASSERT_EQ(c.callbacks().size(), 5u);
   EXPECT_EQ(c.callbacks()[0].options_json, "{\"type\":\"console\",\"every\":5}");
   const Lines recorded{"data.batch_size=4",  "optimizer.betas=[0.9,0.95]", "optimizer.lr=1e-3",
                        "model.type=GLM5pt2", "callbacks[0].type=console",  "callbacks.0.every=5"};
@@ -688,7 +689,7 @@ FakeProvider standard_provider() {
   p.schemas[{ZC_KIND_EVALUATOR, "lm"}] =
       R"({"type":"object","additionalProperties":false,"properties":{"plugins":{},"split":{"type":"string"},)"
       R"("batch_size":{"type":"integer"},"max_batches":{"type":"integer","minimum":0}}})";
-  for (const char* cb : {"console", "metrics_json", "checkpoint", "model_card"})
+  for (const char* cb : {"console", "metrics_json", "metrics_jsonl", "checkpoint", "model_card"})
     p.schemas[{ZC_KIND_CALLBACK, cb}] =
         R"({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},)"
         R"("every":{"type":"integer","minimum":1}}})";
@@ -771,7 +772,7 @@ TEST(PluginSchemas, MissingComponentsAreErrorsWithHints) {
       (Lines{"evaluation.plugins[1]: no evaluator plugin named 'fact_checker' on the plugin path (available: lm)"}));
   EXPECT_EQ(errs("callbacks:\n  - type: console\n  - type: early_stoping\n", &p),
             (Lines{"callbacks[1].type: no callback plugin named 'early_stoping' on the plugin path (available: "
-                   "checkpoint, console, metrics_json, model_card)"}));
+                   "checkpoint, console, metrics_json, metrics_jsonl, model_card)"}));
   EXPECT_EQ(errs("  tokenizer: spm/tok.model\n", &p),
             (Lines{"data.tokenizer: no tokenizer plugin named 'sentencepiece' on the plugin path (available: bpe)"}));
   // Names compare case-insensitively with '-' == '_'.

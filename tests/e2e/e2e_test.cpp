@@ -30,6 +30,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 namespace {
 
@@ -434,7 +435,12 @@ TEST_F(E2E, OutputStreamsPathsCallbacksAndFailedStart) {
   EXPECT_TRUE(eval_event) << slurp(out);
   EXPECT_TRUE(outputs_line) << slurp(out);
   EXPECT_NE(slurp(run_dir("json") / "logs/console.log").find("[DEBUG] Step 1/2 | loss: "), std::string::npos);
-  EXPECT_TRUE(fs::exists(run_dir("json") / "metrics.json"));    // a default kept
+  EXPECT_TRUE(fs::exists(run_dir("json") / "metrics.json"));  // a default kept
+  // logs/metrics.jsonl holds the console's event records, the same lines.
+  std::vector<std::string> events;
+  for (const std::string& l : lines_of(slurp(out)))
+    if (l.rfind("{\"event\":", 0) == 0) events.push_back(l);
+  EXPECT_EQ(lines_of(slurp(run_dir("json") / "logs/metrics.jsonl")), events);
   EXPECT_FALSE(fs::exists(run_dir("json") / "model_card.md"));  // a default removed
   EXPECT_TRUE(fs::exists(run_dir("json") / "checkpoints/latest"));
 }
@@ -534,6 +540,27 @@ TEST_F(E2E, ExactResumeAfterSigkill) {
   };
   EXPECT_EQ(val_steps("straight"), (std::vector<uint64_t>{0, 6, 12}));
   EXPECT_EQ(val_steps("killed"), (std::vector<uint64_t>{0, 6, 12}));
+  // logs/metrics.jsonl: the resumed run dropped what the killed one wrote
+  // after its checkpoint, so both streams hold the same records, each step
+  // once, and their step losses are metrics.json's history (another writer).
+  auto stream = [&](const std::string& name) {
+    std::vector<std::tuple<std::string, uint64_t, double>> out;
+    for (const std::string& l : lines_of(slurp(run_dir(name) / "logs/metrics.jsonl"))) {
+      rapidjson::Document d;
+      d.Parse<rapidjson::kParseFullPrecisionFlag>(l.c_str());
+      EXPECT_TRUE(!d.HasParseError() && d.IsObject() && d.HasMember("loss")) << l;
+      if (d.HasParseError() || !d.IsObject() || !d.HasMember("loss")) continue;
+      out.emplace_back(d["event"].GetString(), d["step"].GetUint64(), d["loss"].GetDouble());
+    }
+    return out;
+  };
+  const auto sa = stream("straight"), sk = stream("killed");
+  EXPECT_EQ(sa, sk);
+  std::vector<std::pair<uint64_t, double>> steps_of_stream;
+  for (const auto& [ev, step, loss] : sk)
+    if (ev == "step") steps_of_stream.emplace_back(step, loss);
+  EXPECT_EQ(steps_of_stream, losses("killed"));
+  EXPECT_EQ(steps_of_stream.size(), static_cast<size_t>(N));
   EXPECT_EQ(slurp(dir_ / "c2.log").find("Step 0/12 | val_loss"), std::string::npos) << slurp(dir_ / "c2.log");
 }
 

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -232,6 +233,47 @@ TEST_F(Callbacks, MetricsJsonKeepsFinalBestAndHistory) {
   EXPECT_EQ(d["best"]["val_loss"].GetDouble(), 3.9);
   EXPECT_EQ(d["best"]["step"].GetUint64(), 3u);
   table("metrics_json")->destroy(m);
+}
+
+// metrics_jsonl: one line per log step (every 2 and the first: steps 1, 2
+// and 4 of these; send() says max_steps 100) and per evaluation, each
+// {"event", "step", "max_steps", the metrics in order}; the expected lines
+// are written out by hand.
+TEST_F(Callbacks, MetricsJsonlStreamsLogStepsAndEvaluations) {
+  void* m = create("metrics_jsonl", R"({"type":"metrics_jsonl","every":2})", "{}");
+  send("metrics_jsonl", m, ZC_EVENT_SETUP, 0, R"({"run_dir":"x","resumed_step":0})");
+  send("metrics_jsonl", m, ZC_EVENT_STEP_END, 1, R"({"loss":5.0,"lr":0.001})");
+  send("metrics_jsonl", m, ZC_EVENT_STEP_END, 2, R"({"loss":4.25})");
+  send("metrics_jsonl", m, ZC_EVENT_STEP_END, 3, R"({"loss":3.5})");  // not a log step
+  send("metrics_jsonl", m, ZC_EVENT_EVAL_END, 3, R"({"loss":3.9,"perplexity":49.4})");
+  // Flushed as it goes: readable before teardown.
+  EXPECT_EQ(slurp(dir / "logs/metrics.jsonl"),
+            "{\"event\":\"step\",\"step\":1,\"max_steps\":100,\"loss\":5.0,\"lr\":0.001}\n"
+            "{\"event\":\"step\",\"step\":2,\"max_steps\":100,\"loss\":4.25}\n"
+            "{\"event\":\"eval\",\"step\":3,\"max_steps\":100,\"loss\":3.9,\"perplexity\":49.4}\n");
+  send("metrics_jsonl", m, ZC_EVENT_STEP_END, 4, R"({"loss":3.0})");
+  send("metrics_jsonl", m, ZC_EVENT_TEARDOWN, 4, "{}");
+  table("metrics_jsonl")->destroy(m);
+  const std::string all = slurp(dir / "logs/metrics.jsonl");
+  EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 4) << all;
+
+  // A resume from step 2 keeps the records of steps <= 2 (a torn last line
+  // goes too) and continues; a fresh run (resumed_step 0) starts empty.
+  std::ofstream(dir / "logs/metrics.jsonl", std::ios::app) << "{\"event\":\"step\",\"st";
+  void* r = create("metrics_jsonl", R"({"type":"metrics_jsonl","every":2})", "{}");
+  send("metrics_jsonl", r, ZC_EVENT_SETUP, 2, R"({"run_dir":"x","resumed_step":2})");
+  EXPECT_EQ(slurp(dir / "logs/metrics.jsonl"),
+            "{\"event\":\"step\",\"step\":1,\"max_steps\":100,\"loss\":5.0,\"lr\":0.001}\n"
+            "{\"event\":\"step\",\"step\":2,\"max_steps\":100,\"loss\":4.25}\n");
+  send("metrics_jsonl", r, ZC_EVENT_STEP_END, 4, R"({"loss":2.5})");
+  const std::string resumed = slurp(dir / "logs/metrics.jsonl");
+  EXPECT_EQ(resumed.substr(resumed.rfind("{\"event")),
+            "{\"event\":\"step\",\"step\":4,\"max_steps\":100,\"loss\":2.5}\n");
+  table("metrics_jsonl")->destroy(r);
+  void* f = create("metrics_jsonl", R"({"type":"metrics_jsonl"})", R"({"training":{"log_every":10}})");
+  send("metrics_jsonl", f, ZC_EVENT_SETUP, 0, R"({"run_dir":"x","resumed_step":0})");
+  EXPECT_EQ(slurp(dir / "logs/metrics.jsonl"), "");
+  table("metrics_jsonl")->destroy(f);
 }
 
 // training.eval_at_start: the step-0 evaluation is history, never best (even

@@ -28,6 +28,19 @@ int64_t positive_option(const Options& o, const char* key, int64_t fallback, con
 /// is there (a config_json that is not the resolved one).
 int64_t every_option(const CreateContext& ctx, const char* host_key, const std::string& path);
 
+/// One event record, the schema shared by `console`'s JSON lines and
+/// `metrics_jsonl`: {"event": kind ("step" | "eval"), "step": e.step,
+/// "max_steps": e.max_steps, then the event's metrics in their order}, one
+/// line of JSON without the newline (RapidJSON's Writer; numbers as it
+/// prints doubles, shortest round-trip).
+std::string event_record(const char* kind, const zc_event& e, const rapidjson::Value& metrics);
+
+/// Whether a STEP_END at `step` is a log step for cadence `every`: every
+/// `every` steps, the first and the last (the console's lines, metrics.jsonl).
+inline bool log_step(uint64_t step, uint64_t max_steps, int64_t every) {
+  return step % static_cast<uint64_t>(every) == 0 || step == 1 || step == max_steps;
+}
+
 /// `console`: one line per `every` steps (default training.log_every):
 /// `[INFO] Step 10/500 | loss: 3.2100 | lr: 0.0005 | grad_norm: 0.92 | tokens/s: 1234 | data_wait: 3% |
 ///  moe_load: 0.10-0.15 | dropped: 0.0% | ETA 0:01:23`; on a TTY a live
@@ -73,6 +86,29 @@ class MetricsJson : public Callback {
   double best_ = 0;
   uint64_t best_step_ = 0;
   bool has_best_ = false;
+};
+
+/// `metrics_jsonl`: the live metrics stream, `<run>/logs/metrics.jsonl`
+/// (option `path`): one event_record per log step (cadence `every`, default
+/// training.log_every, as the console) and per evaluation, appended and
+/// flushed line by line so that `tail -f` and other tools can follow a run.
+/// The file is the run's: a fresh run (SETUP with resumed_step 0) starts it
+/// empty; a resumed run keeps the records up to its checkpoint's step and
+/// drops those the interrupted run wrote after it (rewritten atomically), so
+/// the file reads as one run with each step once. Throws ZC_ERR_IO naming the
+/// file when it cannot be opened or written.
+class MetricsJsonl : public Callback {
+ public:
+  explicit MetricsJsonl(const CreateContext& ctx);
+  ~MetricsJsonl() override;
+  uint32_t on_event(const zc_event& e) override;
+
+ private:
+  void open(uint64_t resumed_step);
+  void append(const std::string& record);
+  std::string path_;
+  int64_t every_;
+  std::FILE* file_ = nullptr;
 };
 
 /// `checkpoint`: decides the cadence; the engine writes (atomic folder,

@@ -25,7 +25,7 @@ Console::Console(const CreateContext& ctx) : host_(ctx.host()) {
   if (json_) bar_ = false;
 }
 
-void Console::print_json(const char* kind, const zc_event& e, const rapidjson::Value& metrics) const {
+std::string event_record(const char* kind, const zc_event& e, const rapidjson::Value& metrics) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
@@ -42,10 +42,14 @@ void Console::print_json(const char* kind, const zc_event& e, const rapidjson::V
     it->value.Accept(w);
   }
   w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+void Console::print_json(const char* kind, const zc_event& e, const rapidjson::Value& metrics) const {
   // Through the host's logger (component "zcode.record", abi.h): one write
   // under its lock, so a JSON line is never split by another thread's line,
   // and --quiet / a disabled console apply.
-  host_.log(ZC_LOG_INFO, "zcode.record", std::string(sb.GetString(), sb.GetSize()));
+  host_.log(ZC_LOG_INFO, "zcode.record", event_record(kind, e, metrics));
 }
 
 namespace {
@@ -61,7 +65,7 @@ std::string eta(double s) {
 uint32_t Console::on_event(const zc_event& e) {
   if (e.kind == ZC_EVENT_STEP_END) {
     auto m = parse_metrics(e.metrics_json);
-    const bool line = e.step % static_cast<uint64_t>(every_) == 0 || e.step == 1 || e.step == e.max_steps;
+    const bool line = log_step(e.step, e.max_steps, every_);
     if (bar_ && bar_shown_ && line) {
       std::fputs("\r\033[K", stdout);
       bar_shown_ = false;
