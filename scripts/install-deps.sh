@@ -21,6 +21,7 @@ PKGS=(
   openmpi-bin libopenmpi-dev
   fortunes fortunes-min fortunes-de fortunes-ru fortunes-zh
   unicode-data
+  prometheus-cpp-dev prometheus libcpp-httplib-dev
 )
 # Node.js and npm fetch data assets (tokenizer files) and run the tokenizer reference
 # implementations. The machine image may carry its own Node.js; Debian's is used only when

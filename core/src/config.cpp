@@ -158,12 +158,39 @@ JsonValue* section_at(JsonValue& root, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// The callbacks that `logging:` switches on: `logging.<key>: true` (or, for
+// prometheus, an object of its options) adds {"type": <type>, ...} to the
+// list. An entry of that type in `callbacks:` configures it (its options win
+// over the logging object's) or, with `enabled: false`, removes it.
+std::vector<JsonValue> logging_sinks(const JsonValue& root, JsonAlloc& a) {
+  std::vector<JsonValue> sinks;
+  const JsonValue* lg = member(root, "logging");
+  if (!lg || !lg->IsObject()) return sinks;
+  static constexpr std::pair<const char*, const char*> kSinks[] = {{"prometheus", "prometheus"}};
+  for (const auto& [key, type] : kSinks) {
+    const JsonValue* v = member(*lg, key);
+    if (!v || !((v->IsBool() && v->GetBool()) || v->IsObject())) continue;  // wrong types: validation says so
+    JsonValue e(rapidjson::kObjectType);
+    e.AddMember("type", JsonValue(type, a), a);
+    if (v->IsObject())
+      for (const auto& m : v->GetObject()) e.AddMember(JsonValue(m.name, a), JsonValue(m.value, a), a);
+    sinks.push_back(std::move(e));
+  }
+  return sinks;
+}
+
+}  // namespace
+
 void merge_callbacks(const JsonValue& raw, JsonDoc& out) {
   out.CopyFrom(raw, out.GetAllocator());
   if (!out.IsObject()) return;
+  JsonAlloc& a = out.GetAllocator();
+  std::vector<JsonValue> sinks = logging_sinks(out, a);
+  if (!sinks.empty() && !out.HasMember("callbacks")) out.AddMember("callbacks", JsonValue(rapidjson::kArrayType), a);
   auto cbs = out.FindMember("callbacks");
   if (cbs == out.MemberEnd() || !cbs->value.IsArray()) return;
-  JsonAlloc& a = out.GetAllocator();
   const JsonValue* rd = member(out, "callbacks_replace_defaults");
   const bool replace = rd && rd->IsBool() && rd->GetBool();
   struct Slot {
@@ -195,6 +222,21 @@ void merge_callbacks(const JsonValue& raw, JsonDoc& out) {
     } else {
       list.push_back({JsonValue(cb, a), keep});
     }
+  }
+  // The logging sinks: configured in place by an entry of their type (which
+  // may also switch one off), else added after the list.
+  for (JsonValue& sink : sinks) {
+    const std::string type = member(sink, "type")->GetString();
+    Slot* same = nullptr;
+    for (Slot& s : list)
+      if (const JsonValue* t = member(s.entry, "type"); t && t->IsString() && fold(t->GetString()) == type) same = &s;
+    if (!same) {
+      list.push_back({std::move(sink), true});
+      continue;
+    }
+    if (!same->entry.IsObject()) continue;
+    for (auto& m : sink.GetObject())
+      if (!same->entry.HasMember(m.name)) same->entry.AddMember(JsonValue(m.name, a), JsonValue(m.value, a), a);
   }
   JsonValue merged(rapidjson::kArrayType);
   for (Slot& s : list)

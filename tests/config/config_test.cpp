@@ -208,6 +208,37 @@ TEST(Callbacks, ResolvedListReadsBackUnchanged) {
   EXPECT_EQ(callback_options(again), first);
 }
 
+TEST(Callbacks, LoggingPrometheusAddsItsCallback) {
+  // true: the callback with its own defaults, after the default set.
+  HarnessConfig on = valid("logging:\n  prometheus: true\n");
+  ASSERT_EQ(on.callbacks().size(), 6u);
+  EXPECT_EQ(on.callbacks()[5].options_json, R"({"type":"prometheus"})");
+  // An object: its members are the callback's options.
+  HarnessConfig obj = valid("logging:\n  prometheus: {port: 9999, host: 0.0.0.0}\n");
+  EXPECT_EQ(obj.callbacks().back().options_json, R"({"type":"prometheus","port":9999,"host":"0.0.0.0"})");
+  // An entry of the same type configures it in place; its options win.
+  HarnessConfig both =
+      valid("logging:\n  prometheus: {port: 9999, linger_s: 2}\ncallbacks:\n  - {type: prometheus, port: 1234}\n");
+  ASSERT_EQ(both.callbacks().size(), 6u);
+  EXPECT_EQ(both.callbacks()[5].options_json, R"({"type":"prometheus","port":1234,"linger_s":2})");
+  // ... or switches it off.
+  EXPECT_EQ(
+      valid("logging:\n  prometheus: true\ncallbacks:\n  - {type: prometheus, enabled: false}\n").callbacks().size(),
+      5u);
+  // false or absent: no callback; the resolved config reads back the same list.
+  EXPECT_EQ(valid("logging:\n  prometheus: false\n").callbacks().size(), 5u);
+  HarnessConfig again = HarnessConfig::from_string(both.to_yaml(), "config.yaml");
+  again.validate();
+  EXPECT_EQ(callback_options(again), callback_options(both));
+}
+
+TEST(Callbacks, LoggingPrometheusIsCheckedWhereItIsWritten) {
+  EXPECT_EQ(errs("logging:\n  prometheus: yes please\n"),
+            (Lines{"logging.prometheus: expected true or false or a mapping, found string 'yes please'"}));
+  EXPECT_EQ(errs("logging:\n  prometheus: {port: 70000}\n"),
+            (Lines{"logging.prometheus.port: expected an integer >= 0 and <= 65535, found 70000"}));
+}
+
 TEST(Callbacks, EnabledMustBeABoolean) {
   EXPECT_EQ(errs("callbacks:\n  - {type: console, enabled: 3}\n"),
             (Lines{"callbacks[0].enabled: expected true or false, found number 3"}));

@@ -9,6 +9,8 @@
 #include <zcode/core/run_dir.h>
 #include <zcode/sdk/safetensors.h>
 
+#include "host_process.h"
+
 #include <gtest/gtest.h>
 
 #include <rapidjson/document.h>
@@ -39,12 +41,9 @@ namespace fs = std::filesystem;
 const fs::path kHost = ZCODE_HOST_EXE;
 const fs::path kSrc = ZCODE_SOURCE_DIR;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using zcode::test::Proc;
+using zcode::test::slurp;
+using zcode::test::wait_for;
 
 rapidjson::Document json_file(const fs::path& p) {
   rapidjson::Document d;
@@ -80,33 +79,9 @@ std::string missing_prerequisites() {
   return "";
 }
 
-struct Proc {
-  pid_t pid = -1;
-};
-
 // Starts zcode-host with `args`, stdout+stderr into `log`.
 Proc start(const std::vector<std::string>& args, const fs::path& log) {
-  Proc p;
-  p.pid = fork();
-  if (p.pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(kHost.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(kHost.c_str(), argv.data());
-    _exit(127);
-  }
-  return p;
-}
-
-// Exit code, or 128 + signal.
-int wait_for(Proc p) {
-  int st = 0;
-  waitpid(p.pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return zcode::test::start_program(kHost, args, log);
 }
 
 int run_host(const std::vector<std::string>& args, const fs::path& log) { return wait_for(start(args, log)); }

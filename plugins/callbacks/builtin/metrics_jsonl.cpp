@@ -61,17 +61,14 @@ uint32_t MetricsJsonl::on_event(const zc_event& e) {
     case ZC_EVENT_STEP_END:
       if (log_step(e.step, e.max_steps, every_)) append(event_record("step", e, parse_metrics(e.metrics_json)));
       break;
-    case ZC_EVENT_EVAL_END:
-      append(event_record("eval", e, parse_metrics(e.metrics_json)));
-      break;
+    case ZC_EVENT_EVAL_END: append(event_record("eval", e, parse_metrics(e.metrics_json))); break;
     case ZC_EVENT_TEARDOWN:
       if (file_) {
         std::fclose(file_);
         file_ = nullptr;
       }
       break;
-    default:
-      break;
+    default: break;
   }
   return 0;
 }
