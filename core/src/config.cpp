@@ -168,7 +168,8 @@ std::vector<JsonValue> logging_sinks(const JsonValue& root, JsonAlloc& a) {
   std::vector<JsonValue> sinks;
   const JsonValue* lg = member(root, "logging");
   if (!lg || !lg->IsObject()) return sinks;
-  static constexpr std::pair<const char*, const char*> kSinks[] = {{"prometheus", "prometheus"}};
+  static constexpr std::pair<const char*, const char*> kSinks[] = {
+      {"mlflow", "mlflow"}, {"tensorboard", "tensorboard"}, {"prometheus", "prometheus"}};
   for (const auto& [key, type] : kSinks) {
     const JsonValue* v = member(*lg, key);
     if (!v || !((v->IsBool() && v->GetBool()) || v->IsObject())) continue;  // wrong types: validation says so

@@ -402,7 +402,12 @@ const std::vector<Field>& fields() {
           "logging.console_log_level", &I::logging, &LG::console_log_level,
           R"J({"type": "string", "enum": ["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"], "x-aliases": {"WARN": "WARNING"}})J",
           "Case-insensitive; WARN = WARNING."),
-      typed("logging.mlflow", &I::logging, &LG::mlflow, R"J({"type": "boolean"})J", "true: not implemented yet."),
+      typed("logging.mlflow", &I::logging, &LG::mlflow, R"J({"type": "boolean"})J",
+            "true: adds the `mlflow` callback (a file store in logs/mlflow, or the tracking server of "
+            "mlflow_tracking_uri)."),
+      untyped("logging.mlflow_tracking_uri", R"J({"type": "string", "minLength": 1})J",
+              "http(s)://host:port (an MLflow tracking server's REST API), file:///path or a folder (a file store); "
+              "default $MLFLOW_TRACKING_URI, else <run folder>/logs/mlflow."),
       typed("logging.wandb", &I::logging, &LG::wandb, R"J({"type": "boolean"})J", "true: not implemented yet."),
       untyped("logging.prometheus",
               R"J({"type": ["boolean", "object"], "default": false, "additionalProperties": false,
@@ -413,7 +418,7 @@ const std::vector<Field>& fields() {
               "true or {host, port, every, linger_s}: adds the `prometheus` callback, a /metrics endpoint "
               "(default 127.0.0.1:9464)."),
       typed("logging.tensorboard", &I::logging, &LG::tensorboard, R"J({"type": "boolean"})J",
-            "true: not implemented yet."),
+            "true: adds the `tensorboard` callback (logs/tensorboard/events.out.tfevents.*)."),
       typed("logging.output_dir", &I::logging, &LG::output_dir, R"J({"type": "string", "minLength": 1})J",
             "Run folder = output_dir/experiment_name."),
 

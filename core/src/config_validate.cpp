@@ -600,15 +600,9 @@ const std::vector<Unsupported>& unsupported_table() {
        [](const JsonValue& v) {
          return if_true(v, "needs multi-device training, which is not implemented yet; set false");
        }},
-      {"logging.mlflow",
-       [](const JsonValue& v) { return if_true(v, "needs the MLflow sink, which is not implemented yet; set false"); }},
       {"logging.wandb",
        [](const JsonValue& v) {
          return if_true(v, "needs the Weights & Biases sink, which is not implemented yet; set false");
-       }},
-      {"logging.tensorboard",
-       [](const JsonValue& v) {
-         return if_true(v, "needs the TensorBoard sink, which is not implemented yet; set false");
        }},
       {"profiling.trace_handler",
        [](const JsonValue& v) -> std::optional<std::string> {

@@ -161,7 +161,7 @@ struct Engine::Impl::Loop {
     // debugger's histograms, a third party's) gets them all, gathered.
     for (const auto& cb : e.cfg.callbacks())
       if (cb.type != "console" && cb.type != "metrics_json" && cb.type != "metrics_jsonl" && cb.type != "checkpoint" &&
-          cb.type != "model_card" && cb.type != "early_stopping" && cb.type != "prometheus")
+          cb.type != "model_card" && cb.type != "early_stopping" && cb.type != "prometheus" && cb.type != "mlflow")
         gather_grads_for_callbacks = e.zero();
     if (e.layout) {
       dist::GradientReducer::Options ro;

@@ -1,106 +1,26 @@
-// SentencePiece training through its library API (sentencepiece_trainer.h):
-// the sentences come from our own iterator, so JSONL records are read with
-// the bounded parser and a bad record stops training with its place.
+// train_tokenizer: checks the options, has the SentencePiece trainer module
+// (core/spm_trainer/, loaded here with dlopen(RTLD_LOCAL) on first use: why
+// is said there) train the model, and writes the model and its marker.
 #include <zcode/core/tokenizer_train.h>
 
 #include <zcode/sdk/file.h>
 #include <zcode/sdk/json.h>
 #include <zcode/sdk/tokenizer_files.h>
 
-#include <rapidjson/document.h>
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
+#include <dlfcn.h>
+#include <boost/dll/runtime_symbol_info.hpp>
 
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <unordered_map>
+#include <mutex>
+
+#include "../spm_trainer/spm_trainer_module.h"
 
 namespace zcode {
 namespace fs = std::filesystem;
 namespace {
 
 using Kind = TokenizerTrainError::Kind;
-
-// Feeds SentencePiece's trainer one sentence per line: the `text_field` of each
-// JSONL record, or each line of a plain-text file. A bad record ends the
-// iteration with status() holding `file:line:col: message`.
-class LineIterator : public sentencepiece::SentenceIterator {
- public:
-  LineIterator(std::vector<std::string> files, std::string field) : files_(std::move(files)), field_(std::move(field)) {
-    advance();
-  }
-  bool done() const override { return done_; }
-  void Next() override { advance(); }
-  const std::string& value() const override { return value_; }
-  sentencepiece::util::Status status() const override { return status_; }
-  uint64_t sentences() const { return count_; }
-
- private:
-  void advance() {
-    for (;;) {
-      if (!in_.is_open()) {
-        if (next_file_ >= files_.size()) {
-          done_ = true;
-          return;
-        }
-        name_ = files_[next_file_++];
-        in_.open(name_, std::ios::binary);
-        line_no_ = 0;
-        if (!in_) {
-          fail(name_ + ": cannot open file");
-          return;
-        }
-        jsonl_ = name_.size() > 6 && (name_.compare(name_.size() - 6, 6, ".jsonl") == 0 ||
-                                      name_.compare(name_.size() - 5, 5, ".json") == 0);
-      }
-      std::string line;
-      if (!std::getline(in_, line)) {
-        in_.close();
-        in_.clear();
-        continue;
-      }
-      ++line_no_;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.find_first_not_of(" \t") == std::string::npos) continue;
-      if (!jsonl_) {
-        value_ = line;
-        ++count_;
-        return;
-      }
-      rapidjson::Document d;
-      const sdk::json::Result parsed = sdk::json::parse(d, line);  // iterative, 256 levels at most
-      std::string where = name_ + ":" + std::to_string(line_no_);
-      if (!parsed.ok()) {
-        fail(where + ":" + std::to_string(parsed.offset + 1) + ": " + (parsed.too_deep ? "" : "invalid JSON: ") +
-             parsed.message());
-        return;
-      }
-      if (!d.IsObject() || !d.HasMember(field_.c_str())) {
-        fail(where + ":1: missing field \"" + field_ + "\"");
-        return;
-      }
-      const rapidjson::Value& v = d[field_.c_str()];
-      if (!v.IsString()) {
-        fail(where + ":1: field \"" + field_ + "\" is not a string");
-        return;
-      }
-      value_.assign(v.GetString(), v.GetStringLength());
-      ++count_;
-      return;
-    }
-  }
-  void fail(const std::string& msg) {
-    status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kInvalidArgument, msg);
-    done_ = true;
-  }
-  std::vector<std::string> files_;
-  std::string field_, name_, value_;
-  size_t next_file_ = 0, line_no_ = 0;
-  uint64_t count_ = 0;
-  std::ifstream in_;
-  bool jsonl_ = false, done_ = false;
-  sentencepiece::util::Status status_;
-};
 
 // The marker the tokenizer plugins read (plugins/tokenizer/common/resolve.cpp).
 // Version 2: specials missing from the vocabulary follow it (version 1 gave
@@ -146,43 +66,58 @@ void validate(const TokenizerTrainOptions& o) {
     if (!fs::is_regular_file(f, ec)) bad("input", "file '" + f + "' not found");
 }
 
+namespace {
+
+// The module: $ZCODE_SPM_TRAINER, else beside the plugins of this program
+// (<dir of the executable>/../lib/zcode/: the build tree and an installed
+// prefix alike), else the install folder. Loaded once; never unloaded.
+using SpmTrainFn = void (*)(SpmTrainCall*);
+SpmTrainFn spm_train_entry() {
+  static std::once_flag once;
+  static SpmTrainFn fn = nullptr;
+  static std::string error;
+  std::call_once(once, [] {
+    std::vector<fs::path> candidates;
+    if (const char* env = std::getenv("ZCODE_SPM_TRAINER"); env && *env) candidates.emplace_back(env);
+    boost::dll::fs::error_code ec;
+    const auto exe = boost::dll::program_location(ec);
+    if (!ec)
+      candidates.push_back(fs::path(exe.string()).parent_path() / ".." / "lib" / "zcode" / "libzcode_spm_trainer.so");
+    candidates.emplace_back(ZCODE_SPM_TRAINER_INSTALL_PATH);
+    std::string looked;
+    for (const fs::path& p : candidates) {
+      std::error_code fe;
+      if (!fs::is_regular_file(p, fe)) {
+        looked += (looked.empty() ? "" : ", ") + p.lexically_normal().string();
+        continue;
+      }
+      void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        error = "cannot load the SentencePiece trainer " + p.string() + ": " + dlerror();
+        return;
+      }
+      fn = reinterpret_cast<SpmTrainFn>(dlsym(h, "zcode_spm_train"));
+      if (!fn) error = p.string() + " has no zcode_spm_train";
+      return;
+    }
+    error = "the SentencePiece trainer module libzcode_spm_trainer.so was not found (looked in: " + looked +
+            "; set ZCODE_SPM_TRAINER to its path)";
+  });
+  if (!fn) throw TokenizerTrainError(Kind::kFailure, "", error);
+  return fn;
+}
+
+}  // namespace
+
 TokenizerTrainResult train_tokenizer(const TokenizerTrainOptions& o) {
   validate(o);
-  LineIterator it(o.inputs, o.text_field);
-  const std::unordered_map<std::string, std::string> kw = {
-      {"model_type", o.model_type},
-      {"vocab_size", std::to_string(o.vocab_size)},
-      {"character_coverage", std::to_string(o.character_coverage)},
-      {"pad_id", "0"},
-      {"bos_id", "1"},
-      {"eos_id", "2"},
-      {"unk_id", "4"},
-      {"pad_piece", "<pad>"},
-      {"bos_piece", "<bos>"},
-      {"eos_piece", "<eos>"},
-      {"unk_piece", "<unk>"},
-      // A control symbol (not user_defined): never matched in text, so data cannot inject it.
-      {"control_symbols", "<mask>"},
-      {"byte_fallback", o.byte_fallback ? "true" : "false"},
-      {"num_threads", std::to_string(o.num_threads)},
-      {"minloglevel", "1"}};
-  std::string proto;
-  const auto st = sentencepiece::SentencePieceTrainer::Train(kw, &it, &proto);
-  if (!it.status().ok()) throw TokenizerTrainError(Kind::kBadInput, "", std::string(it.status().message()));
-  if (!st.ok()) throw TokenizerTrainError(Kind::kFailure, "", st.ToString());
-  // Check the ids the plugins rely on before writing anything.
-  sentencepiece::SentencePieceProcessor sp;
-  if (!sp.LoadFromSerializedProto(proto).ok())
-    throw TokenizerTrainError(Kind::kFailure, "", "the trained model does not load");
-  const char* const want[] = {"<pad>", "<bos>", "<eos>", "<mask>", "<unk>"};
-  for (int i = 0; i < 5; ++i)
-    if (sp.IdToPiece(i) != want[i])
-      throw TokenizerTrainError(
-          Kind::kFailure, "",
-          "trained model has '" + sp.IdToPiece(i) + "' at id " + std::to_string(i) + ", expected " + want[i]);
+  SpmTrainCall call;
+  call.options = &o;
+  spm_train_entry()(&call);
+  const std::string& proto = call.proto;
   TokenizerTrainResult r;
-  r.vocab_size = static_cast<uint64_t>(sp.GetPieceSize());
-  r.sentences = it.sentences();
+  r.vocab_size = call.vocab_size;
+  r.sentences = call.sentences;
   const fs::path dir(o.out_dir);
   r.model_path = (dir / "tokenizer.model").string();
   r.marker_path = (dir / sdk::kTrainedMarker).string();

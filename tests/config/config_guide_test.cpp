@@ -26,21 +26,19 @@ TEST(GuideConfigs, Chapter1_4MinimalConfig) {
   EXPECT_EQ(guide_errors("ch1.4_minimal.yaml"),
             (Lines{"hardware.accelerator: 'gpu' needs the CUDA backend, which is not implemented yet; use cpu",
                    "hardware.mixed_precision: true needs the CUDA backend (fp16/bf16 autocast), which is not "
-                   "implemented yet; the CPU backend trains in fp32: set false",
-                   "logging.mlflow: true needs the MLflow sink, which is not implemented yet; set false"}));
+                   "implemented yet; the CPU backend trains in fp32: set false"}));
 }
 
 TEST(GuideConfigs, Chapter2_3_1HelloWorld) {
   EXPECT_EQ(guide_errors("ch2.3.1_hello_world.yaml"),
             (Lines{"hardware.accelerator: 'gpu' needs the CUDA backend, which is not implemented yet; use cpu",
                    "hardware.mixed_precision: true needs the CUDA backend (fp16/bf16 autocast), which is not "
-                   "implemented yet; the CPU backend trains in fp32: set false",
-                   "logging.mlflow: true needs the MLflow sink, which is not implemented yet; set false"}));
+                   "implemented yet; the CPU backend trains in fp32: set false"}));
 }
 
 TEST(GuideConfigs, HelloWorldOnCpuIsValid) {
   auto cfg = zcode::HarnessConfig::from_yaml(std::string(ZCODE_CONFIG_TEST_DIR) + "/guide/ch2.3.1_hello_world.yaml");
-  cfg.apply_overrides({"hardware.accelerator=cpu", "hardware.mixed_precision=false", "logging.mlflow=false"});
+  cfg.apply_overrides({"hardware.accelerator=cpu", "hardware.mixed_precision=false"});
   // The library's validate() is a pure schema check: the guide's data paths
   // do not exist here and that is not its concern. zcode-host validate and
   // run also call check_environment, which refuses them (issue #17, item 3;

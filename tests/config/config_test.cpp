@@ -232,6 +232,20 @@ TEST(Callbacks, LoggingPrometheusAddsItsCallback) {
   EXPECT_EQ(callback_options(again), callback_options(both));
 }
 
+TEST(Callbacks, LoggingSinksAddTheirCallbacks) {
+  HarnessConfig on = valid("logging:\n  tensorboard: true\n  prometheus: true\n  mlflow: true\n");
+  ASSERT_EQ(on.callbacks().size(), 8u);
+  EXPECT_EQ(on.callbacks()[5].options_json, R"({"type":"mlflow"})");
+  EXPECT_EQ(on.callbacks()[6].options_json, R"({"type":"tensorboard"})");
+  EXPECT_EQ(on.callbacks()[7].options_json, R"({"type":"prometheus"})");
+  HarnessConfig conf =
+      valid("logging:\n  tensorboard: true\ncallbacks:\n  - {type: tensorboard, histogram_every: 0}\n");
+  ASSERT_EQ(conf.callbacks().size(), 6u);
+  EXPECT_EQ(conf.callbacks()[5].options_json, R"({"type":"tensorboard","histogram_every":0})");
+  EXPECT_EQ(errs("logging:\n  tensorboard: {every: 2}\n"),
+            (Lines{R"(logging.tensorboard: expected true or false, found a mapping {"every":2})"}));
+}
+
 TEST(Callbacks, LoggingPrometheusIsCheckedWhereItIsWritten) {
   EXPECT_EQ(errs("logging:\n  prometheus: yes please\n"),
             (Lines{"logging.prometheus: expected true or false or a mapping, found string 'yes please'"}));
@@ -570,8 +584,7 @@ TEST(Validate, NotImplementedOptionsAreErrors) {
   EXPECT_EQ(errs("training:\n  precision: bf16\n"),
             (Lines{"training.precision: 'bf16' needs the CUDA backend, which is not implemented yet; use fp32"}));
   EXPECT_EQ(errs("logging:\n  wandb: true\n  tensorboard: true\n"),
-            (Lines{"logging.wandb: true needs the Weights & Biases sink, which is not implemented yet; set false",
-                   "logging.tensorboard: true needs the TensorBoard sink, which is not implemented yet; set false"}));
+            (Lines{"logging.wandb: true needs the Weights & Biases sink, which is not implemented yet; set false"}));
   EXPECT_EQ(errs("profiling:\n  trace_handler: tensorboard\n"),
             (Lines{"profiling.trace_handler: 'tensorboard' is not implemented yet; use disk (a Chrome trace JSON)"}));
   // The defaults themselves are all implemented.

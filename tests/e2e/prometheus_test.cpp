@@ -175,8 +175,8 @@ TEST_F(PrometheusSink, TheServerScrapesWhatTheRunLogged) {
   auto page = ep.Get("/metrics");
   ASSERT_TRUE(page && page->status == 200);
   std::ofstream(dir_ / "metrics.txt") << page->body;
-  const std::string check =
-      kPromtool.string() + " check metrics < " + (dir_ / "metrics.txt").string() + " > " + (dir_ / "promtool.txt").string() + " 2>&1";
+  const std::string check = kPromtool.string() + " check metrics < " + (dir_ / "metrics.txt").string() + " > " +
+                            (dir_ / "promtool.txt").string() + " 2>&1";
   EXPECT_EQ(std::system(check.c_str()), 0) << slurp(dir_ / "promtool.txt");
   EXPECT_EQ(slurp(dir_ / "promtool.txt"), "");
 
@@ -186,7 +186,8 @@ TEST_F(PrometheusSink, TheServerScrapesWhatTheRunLogged) {
     ASSERT_FALSE(dash.empty());
     size_t names = 0;
     for (size_t at = dash.find("zcode_"); at != std::string::npos; at = dash.find("zcode_", at + 1)) {
-      if (at > 0 && (std::isalnum(static_cast<unsigned char>(dash[at - 1])) || dash[at - 1] == '_' || dash[at - 1] == '-'))
+      if (at > 0 &&
+          (std::isalnum(static_cast<unsigned char>(dash[at - 1])) || dash[at - 1] == '_' || dash[at - 1] == '-'))
         continue;  // inside another word ("zcode-training" is the uid)
       size_t end = at;
       while (end < dash.size() && (std::isalnum(static_cast<unsigned char>(dash[end])) || dash[end] == '_')) ++end;
@@ -232,7 +233,7 @@ TEST_F(PrometheusSink, TheServerScrapesWhatTheRunLogged) {
     (std::string(d["event"].GetString()) == "step" ? step_records : eval_records).push_back(std::move(d));
   }
   ASSERT_EQ(step_records.size(), static_cast<size_t>(kSteps));  // log_every 1
-  ASSERT_EQ(eval_records.size(), 3u);                              // steps 0, 6, 12
+  ASSERT_EQ(eval_records.size(), 3u);                           // steps 0, 6, 12
   const auto& last = step_records.back();
   ASSERT_EQ(last["step"].GetInt(), kSteps);
   expect_same(loss.at(""), last["loss"].GetDouble(), "loss");

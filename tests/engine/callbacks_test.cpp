@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "event_writer.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <string>
 
@@ -438,6 +441,202 @@ TEST_F(Callbacks, DebuggerWritesNullActivationsForAnAbi11Model) {
   EXPECT_DOUBLE_EQ(j["grad_norm"]["layers.0.attn"].GetDouble(), 12.0);
   table("debugger")->destroy(d);
   old.destroy(model);
+}
+
+}  // namespace
+
+// ---- tensorboard: the record format and the callback ------------------------
+
+namespace {
+
+namespace tb = zcode::tensorboard;
+
+// CRC-32C written here bit by bit from its definition (reflected polynomial
+// 0x82F63B78, initial value and final xor 0xFFFFFFFF), independent of the
+// Boost.CRC call the writer makes.
+uint32_t crc32c_bitwise(const std::string& s) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (unsigned char b : s) {
+    c ^= b;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+uint32_t masked_bitwise(const std::string& s) {
+  const uint32_t c = crc32c_bitwise(s);
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+std::string le(uint64_t v, int bytes) {
+  std::string out;
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+  return out;
+}
+
+// RFC 3720 appendix B.4's CRC-32C examples (32-byte buffers) and the
+// customary check value of "123456789".
+TEST(TensorBoardRecord, Crc32cMatchesThePublishedVectors) {
+  std::string zeros(32, '\0'), ones(32, '\xFF'), inc, dec;
+  for (int i = 0; i < 32; ++i) {
+    inc.push_back(static_cast<char>(i));
+    dec.push_back(static_cast<char>(31 - i));
+  }
+  EXPECT_EQ(tb::crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  EXPECT_EQ(tb::crc32c(ones.data(), ones.size()), 0x62A8AB43u);
+  EXPECT_EQ(tb::crc32c(inc.data(), inc.size()), 0x46DD794Eu);
+  EXPECT_EQ(tb::crc32c(dec.data(), dec.size()), 0x113FDB5Cu);
+  EXPECT_EQ(tb::crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c_bitwise("123456789"), 0xE3069283u);  // the test's own CRC agrees
+  // Masked: ((0xE3069283 >> 15) | (0xE3069283 << 17)) + 0xa282ead8 mod 2^32,
+  // worked by hand: 0x0001C60D | 0x25060000 = 0x2507C60D; + 0xA282EAD8 = 0xC78AB0E5.
+  EXPECT_EQ(tb::masked_crc32c("123456789", 9), 0xC78AB0E5u);
+}
+
+// One Event assembled by hand from the protobuf encoding rules
+// (developers.google.com/protocol-buffers/docs/encoding): key = field << 3 | wire type.
+TEST(TensorBoardRecord, OneEventRecordByteForByte) {
+  tb::Event e;
+  e.set_wall_time(1.5);
+  e.set_step(3);
+  tb::Summary::Value* v = e.mutable_summary()->add_value();
+  v->set_tag("loss");
+  v->set_simple_value(2.0f);
+  // Value: tag (1, LEN) "loss"; simple_value (2, I32) 2.0f = 0x40000000 LE.
+  const std::string value = std::string("\x0A\x04loss", 6) + std::string("\x15\x00\x00\x00\x40", 5);
+  // Summary: value (1, LEN).
+  const std::string summary = std::string("\x0A") + static_cast<char>(value.size()) + value;
+  // Event: wall_time (1, I64) 1.5 = 0x3FF8000000000000 LE; step (2, VARINT) 3;
+  // summary (5, LEN).
+  const std::string event = std::string("\x09\x00\x00\x00\x00\x00\x00\xF8\x3F", 9) + std::string("\x10\x03", 2) +
+                            std::string("\x2A") + static_cast<char>(summary.size()) + summary;
+  ASSERT_EQ(event.size(), 26u);
+  ASSERT_EQ(e.SerializeAsString(), event);
+  // Record: length (u64 LE), masked CRC of those 8 bytes, data, masked CRC of data.
+  const std::string len = le(event.size(), 8);
+  const std::string record = len + le(masked_bitwise(len), 4) + event + le(masked_bitwise(event), 4);
+  EXPECT_EQ(tb::frame_record(event), record);
+}
+
+// Records of a file, checked and decoded.
+std::vector<tb::Event> read_events(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string b = ss.str();
+  std::vector<tb::Event> out;
+  size_t i = 0;
+  while (i < b.size()) {
+    EXPECT_LE(i + 12, b.size());
+    uint64_t n = 0;
+    for (int k = 7; k >= 0; --k) n = (n << 8) | static_cast<unsigned char>(b[i + static_cast<size_t>(k)]);
+    EXPECT_EQ(b.substr(i + 8, 4), le(masked_bitwise(b.substr(i, 8)), 4));
+    const std::string data = b.substr(i + 12, n);
+    EXPECT_EQ(b.substr(i + 12 + n, 4), le(masked_bitwise(data), 4));
+    tb::Event e;
+    EXPECT_TRUE(e.ParseFromString(data));
+    out.push_back(e);
+    i += 16 + n;
+  }
+  return out;
+}
+
+struct TensorBoardCallback : Callbacks {
+  void SetUp() override {
+    Callbacks::SetUp();
+    void* h = dlopen(ZCODE_TENSORBOARD_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    auto neg = reinterpret_cast<zc_negotiate_fn>(dlsym(h, ZC_PLUGIN_ENTRY_SYMBOL));
+    uint32_t a = 0, b = 0;
+    ASSERT_EQ(neg(ZC_ABI_VERSION_MAJOR, ZC_ABI_VERSION_MINOR, host.raw(), &a, &b, &manifest), ZC_OK);
+  }
+  fs::path event_file() const {
+    for (const auto& f : fs::directory_iterator(dir / "logs/tensorboard"))
+      if (f.path().filename().string().starts_with("events.out.tfevents.")) return f.path();
+    return {};
+  }
+};
+
+const tb::HistogramProto* histo(const tb::Event& e, const std::string& tag) {
+  for (const auto& v : e.summary().value())
+    if (v.tag() == tag && v.has_histo()) return &v.histo();
+  return nullptr;
+}
+
+// DebugModel's values by hand (2 buckets: width (max - min) / 2, value v in
+// bucket ceil((v - min) / width) - 1, clamped to [0, 1]):
+//   params/layers.0.attn {3, 4, 0}: min 0, max 4, width 2: 3 -> 1, 4 -> 1, 0 -> 0;
+//     limits {2, 4}, counts {1, 2}, sum 7, sum of squares 25.
+//   grads/layers.0.attn {0, 0, 12}: width 6: {2, 1}, limits {6, 12}, sum 12, squares 144.
+//   params/embed {1, 1, 1, 1}: min = max = 1: all in bucket 0, limits {1, 1}.
+//   grads/embed {1, -1, 0, 0}: width 1: 1 -> 1, -1 -> 0, 0 -> 0: {3, 1}, limits {0, 1}, sum 0, squares 2.
+//   activations/layers.0.attn.out {1, -1, 3, 5}: width 3: {2, 2}, limits {2, 5}, sum 8, squares 36.
+TEST_F(TensorBoardCallback, ScalarsHistogramsAndTheResumeMark) {
+  void* model = create_model(zcode::sdk::detail::ModelThunks<DebugModel>::table);
+  ASSERT_NE(model, nullptr);
+  void* c = create("tensorboard", R"({"type":"tensorboard","every":5,"histogram_every":10,"bins":2})", "{}");
+  send("tensorboard", c, ZC_EVENT_SETUP, 0, R"({"resumed_step":5})");
+  send("tensorboard", c, ZC_EVENT_STEP_END, 6, R"({"loss":3.5})");  // not a log step (every 5): nothing
+  for (uint64_t s = 7; s <= 10; ++s) {
+    zc_event e = step_end(&zcode::sdk::detail::ModelThunks<DebugModel>::table, model, s);
+    e.max_steps = 100;
+    const std::string m = R"({"loss":2.5,"lr":0.001,"note":"x","moe_load_0":0.25})";
+    e.metrics_json = m.c_str();
+    uint32_t flags = 0;
+    ASSERT_EQ(table("tensorboard")->on_event(c, &e, &flags), nullptr);
+  }
+  send("tensorboard", c, ZC_EVENT_EVAL_END, 10, R"({"loss":2.75,"bits_per_byte":1.25})");
+  send("tensorboard", c, ZC_EVENT_TEARDOWN, 10, "{}");
+  table("tensorboard")->destroy(c);
+  zcode::sdk::detail::ModelThunks<DebugModel>::table.destroy(model);
+
+  const fs::path f = event_file();
+  ASSERT_FALSE(f.empty());
+  const auto events = read_events(f);
+  ASSERT_EQ(events.size(), 5u);  // version, session START, step-10 scalars, step-10 histograms, eval
+  EXPECT_EQ(events[0].file_version(), "brain.Event:2");
+  EXPECT_EQ(events[1].step(), 6);
+  EXPECT_EQ(events[1].session_log().status(), tb::SessionLog::START);
+  const tb::Event& sc = events[2];
+  EXPECT_EQ(sc.step(), 10);
+  ASSERT_EQ(sc.summary().value_size(), 3);  // numbers only ("note" is a string)
+  EXPECT_EQ(sc.summary().value(0).tag(), "train/loss");
+  EXPECT_EQ(sc.summary().value(0).simple_value(), 2.5f);
+  EXPECT_EQ(sc.summary().value(1).tag(), "train/lr");
+  EXPECT_EQ(sc.summary().value(1).simple_value(), 0.001f);
+  EXPECT_EQ(sc.summary().value(2).tag(), "train/moe_load_0");
+  const tb::Event& hi = events[3];
+  EXPECT_EQ(hi.step(), 10);
+  auto expect_histo = [&](const std::string& tag, double mn, double mx, std::vector<double> limits,
+                          std::vector<double> counts, double sum, double sq) {
+    const tb::HistogramProto* h = histo(hi, tag);
+    ASSERT_NE(h, nullptr) << tag;
+    EXPECT_EQ(h->min(), mn) << tag;
+    EXPECT_EQ(h->max(), mx) << tag;
+    EXPECT_EQ(h->num(), std::accumulate(counts.begin(), counts.end(), 0.0)) << tag;
+    EXPECT_EQ(std::vector<double>(h->bucket_limit().begin(), h->bucket_limit().end()), limits) << tag;
+    EXPECT_EQ(std::vector<double>(h->bucket().begin(), h->bucket().end()), counts) << tag;
+    EXPECT_EQ(h->sum(), sum) << tag;
+    EXPECT_EQ(h->sum_squares(), sq) << tag;
+  };
+  expect_histo("params/layers.0.attn", 0, 4, {2, 4}, {1, 2}, 7, 25);
+  expect_histo("grads/layers.0.attn", 0, 12, {6, 12}, {2, 1}, 12, 144);
+  expect_histo("params/embed", 1, 1, {1, 1}, {4, 0}, 4, 4);
+  expect_histo("grads/embed", -1, 1, {0, 1}, {3, 1}, 0, 2);
+  expect_histo("activations/layers.0.attn.out", -1, 5, {2, 5}, {2, 2}, 8, 36);
+  EXPECT_EQ(hi.summary().value_size(), 5);
+  const tb::Event& ev = events[4];
+  ASSERT_EQ(ev.summary().value_size(), 2);
+  EXPECT_EQ(ev.summary().value(0).tag(), "eval/loss");
+  EXPECT_EQ(ev.summary().value(0).simple_value(), 2.75f);
+  EXPECT_EQ(ev.summary().value(1).tag(), "eval/bits_per_byte");
+}
+
+TEST_F(TensorBoardCallback, BadOptionsAreRefusedByName) {
+  void* inst = nullptr;
+  zc_status* s =
+      try_create("tensorboard", R"({"type":"tensorboard","bins":0})", R"({"training":{"log_every":1}})", &inst);
+  ASSERT_NE(s, nullptr);
+  const zcode::StatusPtr owned(s);
+  EXPECT_EQ(std::string(zcode::status_message(s)), "callbacks.tensorboard.bins: expected 1..1000, found 0");
 }
 
 }  // namespace

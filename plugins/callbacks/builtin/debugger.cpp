@@ -1,5 +1,6 @@
 // `debugger` callback (see callbacks.h).
 #include "callbacks.h"
+#include "model_views.h"
 
 #include <zcode/sdk/json.h>
 
@@ -21,19 +22,6 @@ Debugger::Debugger(const CreateContext& ctx) : host_(ctx.host()) {
 }
 
 namespace {
-
-// "layers.3.moe.experts.1.w1" -> "layers.3.moe"; "embed.weight" -> "embed".
-std::string group_of(const std::string& name) {
-  size_t a = name.find('.');
-  if (a == std::string::npos) return name;
-  if (name.compare(0, a, "layers") == 0) {
-    size_t b = name.find('.', a + 1);
-    if (b == std::string::npos) return name;
-    size_t c = name.find('.', b + 1);
-    return c == std::string::npos ? name : name.substr(0, c);
-  }
-  return name.substr(0, a);
-}
 
 // Histogram of log10|x| over [-12, 2) in `bins` equal bins; exact zeros and
 // non-finite values are counted apart.
@@ -90,23 +78,16 @@ void write_activation(json::Writer& w, const char* name, const DLTensor* t, int6
   w.end_object();
 }
 
-// The model's kept activations as an object of write_activation entries,
-// from named_activations (ABI 1.4) or, for older models, activations (ABI
-// 1.2); null when the model exposes neither.
+// The model's kept activations as an object of write_activation entries;
+// null when the model exposes none.
 void write_activations(json::Writer& w, const ModelRef& model, int64_t bins) {
-  zc_named_tensor_list named{};
-  zc_param_list acts{};
-  if (model.named_activations(&named)) {
-    w.begin_object();
-    for (size_t i = 0; i < named.count; ++i) write_activation(w, named.names[i], &named.tensors[i], bins);
-    w.end_object();
-  } else if (model.activations(&acts)) {
-    w.begin_object();
-    for (size_t i = 0; i < acts.count; ++i) write_activation(w, acts.params[i].name, acts.params[i].value, bins);
-    w.end_object();
-  } else {
+  if (!for_each_activation(model, [](const char*, const DLTensor*) {})) {  // (the lists are views: cheap)
     w.null();
+    return;
   }
+  w.begin_object();
+  for_each_activation(model, [&](const char* name, const DLTensor* t) { write_activation(w, name, t, bins); });
+  w.end_object();
 }
 
 }  // namespace

@@ -89,8 +89,8 @@ class PrometheusExporter : public Callback {
                        std::to_string(linger_s_));
     if (o.has("every")) {
       every_ = o.get<int64_t>("every", 1);
-      if (every_ < 1) invalid_argument("callbacks.prometheus.every: expected an integer >= 1, found " +
-                                       std::to_string(every_));
+      if (every_ < 1)
+        invalid_argument("callbacks.prometheus.every: expected an integer >= 1, found " + std::to_string(every_));
     } else {
       every_ = ctx.config().object("training").require<int64_t>("log_every");
     }
@@ -143,11 +143,8 @@ class PrometheusExporter : public Callback {
         evals_->Increment();
         set_all("zcode_eval_", e.metrics_json, {{"split", "val"}});
         break;
-      case ZC_EVENT_TEARDOWN:
-        linger();
-        break;
-      default:
-        break;
+      case ZC_EVENT_TEARDOWN: linger(); break;
+      default: break;
     }
     return 0;
   }
@@ -156,8 +153,7 @@ class PrometheusExporter : public Callback {
   prometheus::Gauge& gauge(const std::string& name, const std::string& help, const prometheus::Labels& extra = {}) {
     auto it = families_.find(name);
     if (it == families_.end())
-      it = families_
-               .emplace(name, &prometheus::BuildGauge().Name(name).Help(help).Labels(labels_).Register(*registry_))
+      it = families_.emplace(name, &prometheus::BuildGauge().Name(name).Help(help).Labels(labels_).Register(*registry_))
                .first;
     return it->second->Add(extra);  // the same gauge again for the same labels
   }
@@ -211,10 +207,9 @@ class PrometheusExporter : public Callback {
 
 ZCODE_PLUGIN(
     "prometheus", "0.1.0", "Apache-2.0", "Prometheus /metrics endpoint for a run's metrics",
-    ZCODE_COMPONENT(
-        PrometheusExporter, "prometheus",
-        "Serves the run's step and evaluation metrics as Prometheus gauges and counters (zcode_* names)",
-        R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
+    ZCODE_COMPONENT(PrometheusExporter, "prometheus",
+                    "Serves the run's step and evaluation metrics as Prometheus gauges and counters (zcode_* names)",
+                    R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
       "host":{"type":"string","minLength":1,"default":"127.0.0.1","description":"address to listen on (0.0.0.0: every interface)"},
       "port":{"type":"integer","minimum":0,"maximum":65535,"default":9464,"description":"TCP port; 0 = any free port (logged)"},
       "every":{"type":"integer","minimum":1,"description":"steps between gauge updates (default training.log_every)"},

@@ -196,9 +196,9 @@ struct TrainingConfig {
 /// `logging:` section (host-owned).
 struct LoggingConfig {
   zc_log_level console_log_level = ZC_LOG_INFO;  ///< TRACE|DEBUG|INFO|WARNING(WARN)|ERROR
-  bool mlflow = false;                           ///< true: not implemented yet
+  bool mlflow = false;                           ///< true: adds the mlflow callback
   bool wandb = false;                            ///< true: not implemented yet
-  bool tensorboard = false;                      ///< true: not implemented yet
+  bool tensorboard = false;                      ///< true: adds the tensorboard callback
   std::string output_dir = "outputs";            ///< run folder = output_dir/experiment_name
   bool operator==(const LoggingConfig&) const = default;
 };
