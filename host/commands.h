@@ -21,5 +21,6 @@ int cmd_plugins(const std::vector<std::string>& args);    // plugins list | show
 int cmd_generate(const std::vector<std::string>& args);   // generate ... (cmd_generate.cpp, engine owner)
 int cmd_tokenize(const std::vector<std::string>& args);   // tokenize ... (cmd_tokenize.cpp, tokenizer owner)
 int cmd_tokenizer(const std::vector<std::string>& args);  // tokenizer train ... (cmd_tokenize.cpp, tokenizer owner)
+int cmd_score(const std::vector<std::string>& args);      // score --metric M ... (cmd_score.cpp)
 
 }  // namespace zcode::host

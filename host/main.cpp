@@ -31,6 +31,7 @@ const Command kCommands[] = {
     {"plugins", zcode::host::cmd_plugins, "list the plugins on the path, or show one"},
     {"tokenize", zcode::host::cmd_tokenize, "encode or decode text with a tokenizer"},
     {"tokenizer", zcode::host::cmd_tokenizer, "tokenizer tools (tokenizer train ...)"},
+    {"score", zcode::host::cmd_score, "BLEU, ROUGE or diversity of generated text against references"},
 };
 
 void usage(std::FILE* out) {

@@ -9,7 +9,8 @@ per round, back to back, the order swapped every other round:
         metrics.json, no metrics.jsonl, no model card: nothing but the final checkpoint)
   all   the default callbacks (console, metrics_json, metrics_jsonl, checkpoint, model_card)
         plus every sink: logging.tensorboard (histograms every 100 steps, its default),
-        logging.mlflow (the file store in the run folder) and logging.prometheus (port 0)
+        logging.mlflow (the file store in the run folder) and logging.prometheus (port 0);
+        the quickstart's samples callback is off in both (it generates text: not a sink)
 
 and times each whole command (wall clock, from fork to exit). Prints per round the two times and
 their ratio all / none, then the median ratio over rounds: how much slower a run with every sink
@@ -35,7 +36,7 @@ def run(host, work, name, steps, threads, variant):
     out = os.path.join(work, name)
     args = [host, "run", os.path.join(ROOT, "examples/quickstart/config.yaml"), "--overwrite",
             "--set", f"experiment_name={name}", "--set", f"logging.output_dir={work}",
-            "--set", f"training.max_steps={steps}", "--set", "training.eval_every=100000",
+            "--set", f"training.max_steps={steps}", "--set", "scheduler.warmup_steps=1", "--set", "training.eval_every=100000",
             "--set", "training.eval_at_start=false", "--set", "training.save_every=100000",
             "--set", "evaluation.max_batches=4", "--set", f"hardware.num_threads={threads}",
             "--set", f"data.cache_dir={work}/cache"]
@@ -43,7 +44,7 @@ def run(host, work, name, steps, threads, variant):
         args += ["--set", "callbacks_replace_defaults=true", "--set", "callbacks=[{type: checkpoint}]"]
     else:
         args += ["--set", "logging.tensorboard=true", "--set", "logging.mlflow=true",
-                 "--set", "logging.prometheus={port: 0}"]
+                 "--set", "logging.prometheus={port: 0}", "--set", "callbacks=[{type: samples, enabled: false}]"]
     t0 = time.monotonic()
     p = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     wall = time.monotonic() - t0
@@ -67,7 +68,7 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"bench/observability: {a.steps} quickstart steps, {a.rounds} paired rounds; CPU {cpu}, "
           f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    run(a.zcode_host, work, "warmup", 2, a.threads, "all")  # token cache, page cache
+    run(a.zcode_host, work, "warmup", 31, a.threads, "all")  # token cache, page cache
     ratios = []
     for r in range(a.rounds):
         order = ["none", "all"] if r % 2 == 0 else ["all", "none"]

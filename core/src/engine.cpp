@@ -159,9 +159,11 @@ struct Engine::Impl::Loop {
     // With ZeRO-1 a rank holds the summed gradients of its shard only; a
     // callback other than the built-in ones that read no gradients (the
     // debugger's histograms, a third party's) gets them all, gathered.
+    static constexpr std::string_view kReadNoGradients[] = {"console",    "metrics_json", "metrics_jsonl",
+                                                            "checkpoint", "model_card",   "early_stopping",
+                                                            "prometheus", "mlflow",       "samples"};
     for (const auto& cb : e.cfg.callbacks())
-      if (cb.type != "console" && cb.type != "metrics_json" && cb.type != "metrics_jsonl" && cb.type != "checkpoint" &&
-          cb.type != "model_card" && cb.type != "early_stopping" && cb.type != "prometheus" && cb.type != "mlflow")
+      if (std::find(std::begin(kReadNoGradients), std::end(kReadNoGradients), cb.type) == std::end(kReadNoGradients))
         gather_grads_for_callbacks = e.zero();
     if (e.layout) {
       dist::GradientReducer::Options ro;

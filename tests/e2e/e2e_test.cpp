@@ -1039,4 +1039,47 @@ TEST_F(E2E, EvaluationDoesNotDependOnBatchSize) {
   EXPECT_GT(std::fabs(c1 - c8), 1e-5 * c8) << "no capacity drops in this run: the check above proves nothing";
 }
 
+// The samples callback: generating between steps leaves training bit for bit
+// as it was, and the samples at the end are what `zcode-host generate` makes
+// of the final checkpoint with the same prompt and strategy.
+TEST_F(E2E, SamplesLeaveTrainingUnchangedAndMatchGenerate) {
+  const fs::path plain = write_config("plain", 8);
+  const fs::path with = write_config("withs", 8);
+  std::ofstream(with, std::ios::app)
+      << "callbacks: [{type: samples, every: 3, max_new_tokens: 8, prompts: [\"alpha beta\", \"the sky\"]}]\n";
+  ASSERT_EQ(run_host({"run", plain.string()}, dir_ / "plain.log"), 0) << slurp(dir_ / "plain.log");
+  ASSERT_EQ(run_host({"run", with.string()}, dir_ / "withs.log"), 0) << slurp(dir_ / "withs.log");
+  EXPECT_EQ(losses("plain"), losses("withs"));
+  EXPECT_TRUE(weights("plain") == weights("withs")) << "sampling changed the trained weights";
+
+  std::vector<std::tuple<uint64_t, std::string, std::string>> samples;
+  std::istringstream in(slurp(run_dir("withs") / "logs/samples.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    rapidjson::Document d;
+    d.Parse(line.c_str());
+    ASSERT_TRUE(d.IsObject()) << line;
+    EXPECT_LE(d["tokens"].GetInt(), 8);
+    EXPECT_STREQ(d["strategy"].GetString(), "greedy");
+    samples.emplace_back(d["step"].GetUint64(), d["prompt"].GetString(), d["text"].GetString());
+  }
+  // Steps 3 and 6 (every 3) and 8 (the end), both prompts each time.
+  ASSERT_EQ(samples.size(), 6u);
+  const uint64_t steps[] = {3, 3, 6, 6, 8, 8};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(std::get<0>(samples[i]), steps[i]);
+    EXPECT_EQ(std::get<1>(samples[i]), i % 2 ? "the sky" : "alpha beta");
+  }
+  EXPECT_NE(slurp(dir_ / "withs.log").find("samples: step 8: the sky|"), std::string::npos)
+      << slurp(dir_ / "withs.log");
+  for (size_t i = 4; i < 6; ++i) {
+    const fs::path out = dir_ / ("gen" + std::to_string(i) + ".txt"), err = dir_ / "gen.err";
+    ASSERT_EQ(run_split({"generate", "--checkpoint", (run_dir("withs") / "checkpoints/latest").string(), "--prompt",
+                         std::get<1>(samples[i]), "--max-new-tokens", "8"},
+                        out, err, dir_),
+              0)
+        << slurp(err);
+    EXPECT_EQ(slurp(out), std::get<2>(samples[i]) + "\n") << std::get<1>(samples[i]);
+  }
+}
+
 }  // namespace

@@ -160,7 +160,8 @@ TEST_F(MlflowRest, EveryRequestIsTheDocumentedOneWithTheLoggedValues) {
   const int64_t start = create["start_time"].GetInt64();
   bool run_name_tag = false;
   for (const auto& t : create["tags"].GetArray())
-    run_name_tag |= std::string(t["key"].GetString()) == "mlflow.runName" && std::string(t["value"].GetString()) == "mlf";
+    run_name_tag |=
+        std::string(t["key"].GetString()) == "mlflow.runName" && std::string(t["value"].GetString()) == "mlf";
   EXPECT_TRUE(run_name_tag);
   // The end: the run updated to FINISHED.
   ASSERT_EQ(reqs.back().path, api + "runs/update");

@@ -13,6 +13,8 @@ plugins/callbacks/tensorboard/tensorboard.proto) and python3-crc32c, and checks:
   - every step and evaluation record of logs/metrics.jsonl is there as
     train/<key> and eval/<key> scalars at its step, each equal to the float32
     of the logged value, and there are no others;
+  - the `samples` callback's lines of logs/samples.jsonl as text summaries
+    ("samples/<i>", plugin "text", a scalar string tensor "**prompt**text") at their steps;
   - the histograms at steps 4 and 8: per parameter group (the rule of
     plugins/callbacks/common/model_views.h, restated below), the step-8
     parameter histograms against the step-8 checkpoint's weights computed
@@ -76,7 +78,8 @@ data: {{train_path: {work}/train.jsonl, val_path: {work}/val.jsonl, tokenizer: {
 optimizer: {{name: AdamW, lr: 0.003}}
 training: {{max_steps: {steps}, eval_every: 4, save_every: 4, log_every: 1}}
 logging: {{output_dir: {work}/outputs, tensorboard: true}}
-callbacks: [{{type: tensorboard, histogram_every: 4, bins: 16}}]
+callbacks: [{{type: samples, every: 4, max_new_tokens: 6, prompts: ["the sky", "a river"]}},
+            {{type: tensorboard, histogram_every: 4, bins: 16}}]
 """)
     run = subprocess.run([host, "run", f"{work}/tb.yaml"], capture_output=True, text=True)
     if run.returncode != 0:
@@ -113,10 +116,16 @@ callbacks: [{{type: tensorboard, histogram_every: 4, bins: 16}}]
     check(at == len(blob), f"{len(blob) - at} bytes after the last record")
     check(events and events[0].file_version == "brain.Event:2", "first event is not file_version brain.Event:2")
 
-    scalars, histos = {}, {}
+    scalars, histos, texts = {}, {}, {}
     for e in events[1:]:
         for v in e.summary.value:
             kind = v.WhichOneof("value")
+            if kind == "tensor":
+                check(v.metadata.plugin_data.plugin_name == "text" and v.tensor.dtype == tb.DT_STRING
+                      and len(v.tensor.tensor_shape.dim) == 0 and len(v.tensor.string_val) == 1, f"text {v.tag}")
+                check((e.step, v.tag) not in texts, f"text {v.tag} at step {e.step} twice")
+                texts[(e.step, v.tag)] = v.tensor.string_val[0].decode()
+                continue
             key = (e.step, v.tag)
             target = scalars if kind == "simple_value" else histos
             check(key not in target, f"step {e.step} tag {v.tag} written twice")
@@ -137,6 +146,16 @@ callbacks: [{{type: tensorboard, histogram_every: 4, bins: 16}}]
             check(scalars[key] == v, f"scalar {key}: {scalars[key]!r} != float32 of the logged {v!r}")
     for key in scalars:
         check(key in expected, f"scalar {key} was not logged")
+
+    # Text: each line of logs/samples.jsonl (steps 4 and 8, two prompts) as "**prompt**text".
+    want_texts, index = {}, {}
+    for line in open(f"{rd}/logs/samples.jsonl"):
+        r = json.loads(line)
+        i = index[r["step"]] = index.get(r["step"], -1) + 1
+        want_texts[(r["step"], f"samples/{i}")] = f"**{r['prompt']}**{r['text']}"
+    check(sorted(want_texts) == [(4, "samples/0"), (4, "samples/1"), (8, "samples/0"), (8, "samples/1")],
+          f"samples.jsonl lines {sorted(want_texts)}")
+    check(texts == want_texts, f"text summaries {texts} != samples.jsonl {want_texts}")
 
     # Histograms: at steps 4 and 8 only.
     check(sorted({s for s, _ in histos}) == [4, 8], f"histogram steps {sorted({s for s, _ in histos})}")

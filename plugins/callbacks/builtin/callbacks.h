@@ -4,6 +4,7 @@
 // CHECKPOINT, TEARDOWN; unknown kinds are ignored.
 #pragma once
 
+#include <zcode/generation/generate.h>
 #include <zcode/sdk/plugin.h>
 
 #include <rapidjson/document.h>
@@ -109,6 +110,36 @@ class MetricsJsonl : public Callback {
   std::string path_;
   int64_t every_;
   std::FILE* file_ = nullptr;
+};
+
+/// `samples`: text generated from fixed prompts every `every` steps (default
+/// training.eval_every) and at the end, with the config's `generation`
+/// section (strategy, temperature, top_k, top_p, seed, ...) and
+/// `max_new_tokens` (default 32): each sample is a console line
+/// `[INFO] samples: step N: <prompt>|<continuation>` and a JSON line
+/// {"step", "prompt", "text", "tokens", "stop_reason", "strategy"} in
+/// `logs/samples.jsonl` (option `path`), flushed. Generation runs the
+/// model's KV-cache decode (zcode/generation) between training steps; a
+/// resumed run keeps the samples up to its checkpoint. Throws ZC_ERR_IO
+/// naming the file when it cannot write.
+class Samples : public Callback {
+ public:
+  explicit Samples(const CreateContext& ctx);
+  ~Samples() override;
+  uint32_t on_event(const zc_event& e) override;
+
+ private:
+  void open();
+  void write(uint64_t step, zc_stage_ref model);
+  Host host_;
+  TokenizerRef tokenizer_;
+  int64_t every_;
+  std::vector<std::string> prompts_;
+  gen::GenerationOptions opts_;
+  int32_t max_seq_len_ = 256;
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  uint64_t resumed_ = 0, last_ = ~uint64_t{0};
 };
 
 /// `checkpoint`: decides the cadence; the engine writes (atomic folder,

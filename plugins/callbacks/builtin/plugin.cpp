@@ -36,7 +36,8 @@ using namespace zcode::callbacks;
 
 ZCODE_PLUGIN(
     "callbacks", "0.1.0", "Apache-2.0",
-    "Bundled callbacks: console, metrics_json, metrics_jsonl, checkpoint, early_stopping, debugger, model_card",
+    "Bundled callbacks: console, metrics_json, metrics_jsonl, samples, checkpoint, early_stopping, debugger, "
+    "model_card",
     ZCODE_COMPONENT(Console, "console", "Step lines every log_every steps (progress bar on a TTY) and evaluation lines",
                     R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
       "every":{"type":"integer","minimum":1,"description":"steps between lines (default training.log_every)"},
@@ -52,6 +53,13 @@ ZCODE_PLUGIN(
                     R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
       "every":{"type":"integer","minimum":1,"description":"steps between step records (default training.log_every)"},
       "path":{"type":"string","minLength":1,"default":"logs/metrics.jsonl","description":"file, relative to the run folder"}}})JS"),
+    ZCODE_COMPONENT(Samples, "samples",
+                    "Generates from fixed prompts every `every` steps and at the end: console and logs/samples.jsonl",
+                    R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
+      "every":{"type":"integer","minimum":1,"description":"steps between samples (default training.eval_every)"},
+      "prompts":{"type":"array","minItems":1,"items":{"type":"string"},"default":["The meaning of life is","You will","A fortune: "],"description":"prompts, each sampled with the generation section's strategy"},
+      "max_new_tokens":{"type":"integer","minimum":1,"maximum":4096,"default":32,"description":"tokens generated per prompt"},
+      "path":{"type":"string","minLength":1,"default":"logs/samples.jsonl","description":"file, relative to the run folder"}}})JS"),
     ZCODE_COMPONENT(Checkpoint, "checkpoint", "Asks the engine for a checkpoint every `every` steps",
                     R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
       "every":{"type":"integer","minimum":1,"description":"steps between checkpoints (default training.save_every)"}}})JS"),

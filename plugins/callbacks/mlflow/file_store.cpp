@@ -70,7 +70,8 @@ std::string metric_line(const Metric& m) {
 std::string safe_key(const std::string& k) {
   std::string out = k.empty() || k.front() == '/' ? "_" : "";
   for (char c : k) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ' ' || c == '/';
+    const bool ok =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == ' ' || c == '/';
     // '.' after '.' would make a ".." path part: '_' instead.
     out.push_back(!ok || (c == '.' && !out.empty() && out.back() == '.') ? '_' : c);
   }

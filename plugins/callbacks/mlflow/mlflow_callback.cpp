@@ -67,7 +67,8 @@ class MlflowCallback : public Callback {
     if (run_dir_.empty()) invalid_argument("mlflow: no run folder (args.run_dir is empty)");
     if (o.has("every")) {
       every_ = o.get<int64_t>("every", 1);
-      if (every_ < 1) invalid_argument("callbacks.mlflow.every: expected an integer >= 1, found " + std::to_string(every_));
+      if (every_ < 1)
+        invalid_argument("callbacks.mlflow.every: expected an integer >= 1, found " + std::to_string(every_));
     } else {
       every_ = ctx.config().object("training").require<int64_t>("log_every");
     }
@@ -75,7 +76,8 @@ class MlflowCallback : public Callback {
     run_name_ = o.get<std::string>("run_name", experiment_);
     // Where to: the option, logging.mlflow_tracking_uri, $MLFLOW_TRACKING_URI,
     // else a file store in the run folder.
-    std::string uri = o.get<std::string>("tracking_uri", ctx.config().object("logging").get<std::string>("mlflow_tracking_uri", ""));
+    std::string uri =
+        o.get<std::string>("tracking_uri", ctx.config().object("logging").get<std::string>("mlflow_tracking_uri", ""));
     if (uri.empty())
       if (const char* env = std::getenv("MLFLOW_TRACKING_URI")) uri = env;
     if (uri.starts_with("http://") || uri.starts_with("https://")) {
@@ -121,8 +123,11 @@ class MlflowCallback : public Callback {
           std::vector<mf::KeyValue> params;
           flatten(cfg, "", params);
           store_->log({}, std::move(params),
-                      {{"mlflow.runName", run_name_}, {"mlflow.user", user_name()}, {"mlflow.source.name", "zcode-host"},
-                       {"mlflow.source.type", "LOCAL"}, {"zcode.run_dir", run_dir_}});
+                      {{"mlflow.runName", run_name_},
+                       {"mlflow.user", user_name()},
+                       {"mlflow.source.name", "zcode-host"},
+                       {"mlflow.source.type", "LOCAL"},
+                       {"zcode.run_dir", run_dir_}});
         }
         host_.info("mlflow", std::string(reopen ? "continuing" : "logging") + " run '" + run_name_ +
                                  "' of experiment '" + experiment_ + "' to " + where_);
@@ -132,9 +137,7 @@ class MlflowCallback : public Callback {
         if (e.step % static_cast<uint64_t>(every_) == 0 || e.step == 1 || e.step == e.max_steps)
           store_->log(points("train_", e), {}, {});
         break;
-      case ZC_EVENT_EVAL_END:
-        store_->log(points("eval_", e), {}, {});
-        break;
+      case ZC_EVENT_EVAL_END: store_->log(points("eval_", e), {}, {}); break;
       case ZC_EVENT_TEARDOWN: {
         rapidjson::Document d;
         d.Parse(e.metrics_json && *e.metrics_json ? e.metrics_json : "{}");
@@ -145,8 +148,7 @@ class MlflowCallback : public Callback {
         run_id_ = store_->run_id();
         break;
       }
-      default:
-        break;
+      default: break;
     }
     return 0;
   }
@@ -185,12 +187,11 @@ class MlflowCallback : public Callback {
 
 }  // namespace
 
-ZCODE_PLUGIN(
-    "mlflow", "0.1.0", "Apache-2.0", "MLflow tracking: a local mlruns file store or a tracking server's REST API",
-    ZCODE_COMPONENT(
-        MlflowCallback, "mlflow",
-        "Logs params (the resolved config), train and eval metrics, tags and artifacts to MLflow",
-        R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
+ZCODE_PLUGIN("mlflow", "0.1.0", "Apache-2.0",
+             "MLflow tracking: a local mlruns file store or a tracking server's REST API",
+             ZCODE_COMPONENT(MlflowCallback, "mlflow",
+                             "Logs params (the resolved config), train and eval metrics, tags and artifacts to MLflow",
+                             R"JS({"type":"object","additionalProperties":false,"properties":{"type":{"type":"string"},
       "tracking_uri":{"type":"string","description":"http(s)://host:port (REST), file:///path or a folder (file store); default logging.mlflow_tracking_uri, $MLFLOW_TRACKING_URI, else <run>/logs/mlflow"},
       "experiment_name":{"type":"string","minLength":1,"description":"MLflow experiment (default: the config's experiment_name)"},
       "run_name":{"type":"string","minLength":1,"description":"MLflow run name (default: the experiment name)"},

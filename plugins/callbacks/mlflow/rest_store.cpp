@@ -173,18 +173,28 @@ class RestStore : public Store {
   void open_run() {
     std::string exp;
     bool missing = false;
-    if (auto r = call("GET", "experiments/get-by-name?experiment_name=" + httplib::detail::encode_query_param(info_.experiment_name),
-                      "", &missing))
+    if (auto r = call(
+            "GET",
+            "experiments/get-by-name?experiment_name=" + httplib::detail::encode_query_param(info_.experiment_name), "",
+            &missing))
       exp = field(*r, "experiment", "experiment_id");
     if (missing) {
-      const std::string body = sdk::json::Writer().begin_object().key("name").string(info_.experiment_name).end_object().str();
+      const std::string body =
+          sdk::json::Writer().begin_object().key("name").string(info_.experiment_name).end_object().str();
       if (auto r = call("POST", "experiments/create", body)) exp = field(*r, "experiment_id");
     }
     std::string id;
     if (!info_.run_id.empty()) {
       id = info_.run_id;
       call("POST", "runs/update",
-           sdk::json::Writer().begin_object().key("run_id").string(id).key("status").string("RUNNING").end_object().str());
+           sdk::json::Writer()
+               .begin_object()
+               .key("run_id")
+               .string(id)
+               .key("status")
+               .string("RUNNING")
+               .end_object()
+               .str());
     } else {
       sdk::json::Writer w;
       w.begin_object().key("experiment_id").string(exp).key("run_name").string(info_.run_name);
@@ -207,8 +217,16 @@ class RestStore : public Store {
       sdk::json::Writer w;
       w.begin_object().key("run_id").string(id).key("metrics").begin_array();
       for (size_t i = mi; i < mi + nm; ++i)
-        w.begin_object().key("key").string(m[i].key).key("value").number(m[i].value).key("timestamp")
-            .integer(m[i].timestamp_ms).key("step").integer(m[i].step).end_object();
+        w.begin_object()
+            .key("key")
+            .string(m[i].key)
+            .key("value")
+            .number(m[i].value)
+            .key("timestamp")
+            .integer(m[i].timestamp_ms)
+            .key("step")
+            .integer(m[i].step)
+            .end_object();
       w.end_array();
       key_values(w, "params", p, pi, np);
       key_values(w, "tags", t, ti, nt);
@@ -246,8 +264,16 @@ class RestStore : public Store {
       end_ms = end_ms_;
     }
     call("POST", "runs/update",
-         sdk::json::Writer().begin_object().key("run_id").string(run_id()).key("status").string(status).key("end_time")
-             .integer(end_ms).end_object().str());
+         sdk::json::Writer()
+             .begin_object()
+             .key("run_id")
+             .string(run_id())
+             .key("status")
+             .string(status)
+             .key("end_time")
+             .integer(end_ms)
+             .end_object()
+             .str());
   }
 
   RestOptions o_;

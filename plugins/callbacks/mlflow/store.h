@@ -28,9 +28,9 @@ struct KeyValue {
 struct RunInfo {
   std::string experiment_name;
   std::string run_name;
-  std::string run_id;         ///< empty: a new run
+  std::string run_id;  ///< empty: a new run
   int64_t start_time_ms = 0;
-  int64_t resumed_step = 0;   ///< > 0: points of later steps written before are dropped (file store)
+  int64_t resumed_step = 0;  ///< > 0: points of later steps written before are dropped (file store)
   std::string user;
 };
 
@@ -60,11 +60,11 @@ std::unique_ptr<Store> make_file_store(const std::string& root);
 
 /// Options of the REST store.
 struct RestOptions {
-  std::string tracking_uri;       ///< http(s)://host[:port][/prefix]
-  double flush_interval_s = 5;    ///< the sender's batching period
-  double timeout_s = 10;          ///< per request, connect and read
-  int retries = 3;                ///< attempts after the first, with backoff 0.5 s × 2^k
-  std::string unsent_path;        ///< where requests go once the server is given up on
+  std::string tracking_uri;     ///< http(s)://host[:port][/prefix]
+  double flush_interval_s = 5;  ///< the sender's batching period
+  double timeout_s = 10;        ///< per request, connect and read
+  int retries = 3;              ///< attempts after the first, with backoff 0.5 s × 2^k
+  std::string unsent_path;      ///< where requests go once the server is given up on
   /// Called once, from the sender thread, when the server is given up on.
   void (*warn)(void* ctx, const std::string& message) = nullptr;
   void* warn_ctx = nullptr;

@@ -3,8 +3,8 @@
 
 #include <zcode/sdk/error.h>
 
-#include <boost/crc.hpp>
 #include <unistd.h>
+#include <boost/crc.hpp>
 
 #include <cerrno>
 #include <chrono>

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -98,6 +100,7 @@ class TensorBoardCallback : public Callback {
     if (ctx.run_dir().empty() && !rel.starts_with("/"))
       invalid_argument("tensorboard: no run folder (args.run_dir is empty) for the relative logdir " + rel);
     dir_ = rel.starts_with("/") ? rel : ctx.run_dir() + "/" + rel;
+    samples_path_ = ctx.run_dir() + "/logs/samples.jsonl";
   }
 
   uint32_t on_event(const zc_event& e) override {
@@ -109,6 +112,11 @@ class TensorBoardCallback : public Callback {
         const uint64_t resumed = d.IsObject() && d.HasMember("resumed_step") && d["resumed_step"].IsUint64()
                                      ? d["resumed_step"].GetUint64()
                                      : 0;
+        if (resumed > 0) {  // samples up to the checkpoint are in the earlier event files already
+          std::error_code ec;
+          const auto size = std::filesystem::file_size(samples_path_, ec);
+          samples_read_ = ec ? 0 : static_cast<size_t>(size);
+        }
         if (resumed > 0) {  // drop what an interrupted run wrote after the checkpoint
           tb::Event ev;
           ev.set_wall_time(tb::now_wall_time());
@@ -123,15 +131,14 @@ class TensorBoardCallback : public Callback {
           scalars("train/", e.step, e.metrics_json);
         if (histogram_every_ > 0 && e.step % static_cast<uint64_t>(histogram_every_) == 0)
           histograms(e.step, ModelRef(host_.raw(), e.model));
+        samples();
         break;
-      case ZC_EVENT_EVAL_END:
-        scalars("eval/", e.step, e.metrics_json);
-        break;
+      case ZC_EVENT_EVAL_END: scalars("eval/", e.step, e.metrics_json); break;
       case ZC_EVENT_TEARDOWN:
+        samples();
         writer_.reset();
         break;
-      default:
-        break;
+      default: break;
     }
     return 0;
   }
@@ -139,6 +146,45 @@ class TensorBoardCallback : public Callback {
  private:
   void open() {
     if (!writer_) writer_ = std::make_unique<tb::EventWriter>(dir_, tb::now_wall_time());
+  }
+
+  // The `samples` callback's new lines of logs/samples.jsonl (it runs before
+  // this callback in the list) as text summaries "samples/<prompt index>":
+  // "**prompt**continuation", at the sample's step.
+  void samples() {
+    std::FILE* f = std::fopen(samples_path_.c_str(), "rb");
+    if (!f) return;
+    std::string fresh;
+    if (std::fseek(f, static_cast<long>(samples_read_), SEEK_SET) == 0) {
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) fresh.append(buf, n);
+    }
+    std::fclose(f);
+    const size_t complete = fresh.rfind('\n');
+    if (complete == std::string::npos) return;
+    samples_read_ += complete + 1;
+    open();
+    std::map<uint64_t, int> index;  // prompt number within its step
+    size_t at = 0;
+    for (size_t nl; (nl = fresh.find('\n', at)) != std::string::npos && nl <= complete; at = nl + 1) {
+      rapidjson::Document d;
+      d.Parse(fresh.c_str() + at, nl - at);
+      if (d.HasParseError() || !d.IsObject() || !d.HasMember("step") || !d["step"].IsUint64() ||
+          !d.HasMember("prompt") || !d.HasMember("text") || !d["prompt"].IsString() || !d["text"].IsString())
+        continue;
+      const uint64_t step = d["step"].GetUint64();
+      tb::Event ev;
+      ev.set_wall_time(tb::now_wall_time());
+      ev.set_step(static_cast<int64_t>(step));
+      tb::Summary::Value* v = ev.mutable_summary()->add_value();
+      v->set_tag("samples/" + std::to_string(index[step]++));
+      v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
+      tb::TensorProto* t = v->mutable_tensor();
+      t->set_dtype(tb::DT_STRING);
+      t->mutable_tensor_shape();  // a scalar: no dims
+      t->add_string_val(std::string("**") + d["prompt"].GetString() + "**" + d["text"].GetString());
+      writer_->write(ev);
+    }
   }
 
   // One event per record: every number of the metrics object as a scalar
@@ -173,8 +219,9 @@ class TensorBoardCallback : public Callback {
         const float* v = f32_cpu(p.value);
         if (!v) continue;
         const int64_t n = numel(*p.value);
-        auto it = groups.try_emplace(group_of(p.name), HistogramBuilder(static_cast<int>(bins_)),
-                                     HistogramBuilder(static_cast<int>(bins_)))
+        auto it = groups
+                      .try_emplace(group_of(p.name), HistogramBuilder(static_cast<int>(bins_)),
+                                   HistogramBuilder(static_cast<int>(bins_)))
                       .first;
         const float* g = f32_cpu(p.grad);
         if (pass == 0) {
@@ -211,7 +258,8 @@ class TensorBoardCallback : public Callback {
 
   Host host_;
   int64_t every_ = 10, histogram_every_ = 100, bins_ = 30;
-  std::string dir_;
+  std::string dir_, samples_path_;
+  size_t samples_read_ = 0;  // bytes of samples.jsonl already turned into text summaries
   std::unique_ptr<tb::EventWriter> writer_;
 };
 

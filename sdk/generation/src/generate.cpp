@@ -1,5 +1,5 @@
-// Generation strategies over a Decoder (see zcode/core/generate.h).
-#include <zcode/core/generate.h>
+// Generation strategies over a Decoder (see zcode/generation/generate.h).
+#include <zcode/generation/generate.h>
 #include <zcode/sdk/hash.h>
 
 #include <algorithm>

@@ -1,0 +1,45 @@
+// zcode/generation/model_decoder.h: the Decoder of generate.h over a model's
+// zc_model_table KV-cache slots (decode_begin, decode_step, decode_reorder,
+// decode_end), for plugins that generate (the `samples` callback). Errors of
+// the model throw sdk::StatusError; the session is always ended.
+#pragma once
+
+#include <zcode/generation/generate.h>
+#include <zcode/sdk/host.h>
+
+namespace zcode::gen {
+
+class ModelRefDecoder : public Decoder {
+ public:
+  /// `model` borrowed (table and instance); `vocab` = the logit columns of
+  /// decode_step (the tokenizer's vocabulary size).
+  ModelRefDecoder(const zc_host_services* host, zc_stage_ref model, int64_t vocab)
+      : host_(host), t_(static_cast<const zc_model_table*>(model.table)), inst_(model.instance), vocab_(vocab) {}
+  ~ModelRefDecoder() override { end(); }
+  ModelRefDecoder(const ModelRefDecoder&) = delete;
+  ModelRefDecoder& operator=(const ModelRefDecoder&) = delete;
+
+  int64_t vocab_size() const override { return vocab_; }
+  void begin(int32_t batch, int32_t max_len) override {
+    if (!ZC_TABLE_HAS_SLOT(t_, zc_model_table, decode_begin) || !t_->decode_begin)
+      throw sdk::Error(ZC_ERR_UNSUPPORTED, "the model has no KV-cache decoding (zc_model_table.decode_begin)");
+    sdk::check(host_, t_->decode_begin(inst_, batch, max_len, &session_));
+  }
+  void step(const int32_t* tokens, float* logits) override {
+    sdk::check(host_, t_->decode_step(inst_, session_, tokens, logits));
+  }
+  void reorder(const int32_t* src) override { sdk::check(host_, t_->decode_reorder(inst_, session_, src)); }
+  void end() override {
+    if (session_) t_->decode_end(inst_, session_);
+    session_ = nullptr;
+  }
+
+ private:
+  const zc_host_services* host_;
+  const zc_model_table* t_;
+  void* inst_;
+  int64_t vocab_;
+  void* session_ = nullptr;
+};
+
+}  // namespace zcode::gen
