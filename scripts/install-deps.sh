@@ -23,7 +23,7 @@ PKGS=(
   unicode-data
   prometheus-cpp-dev prometheus libcpp-httplib-dev
   libprotobuf-dev protobuf-compiler python3-protobuf python3-crc32c
-  libicu-dev python3-nltk
+  libicu-dev python3-nltk wordnet-base wamerican
 )
 # Node.js and npm fetch data assets (tokenizer files) and run the tokenizer reference
 # implementations. The machine image may carry its own Node.js; Debian's is used only when

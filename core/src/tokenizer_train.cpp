@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "../spm_trainer/spm_trainer_module.h"
+#include "spm_trainer_module.h"
 
 namespace zcode {
 namespace fs = std::filesystem;

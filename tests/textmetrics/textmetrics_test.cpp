@@ -3,6 +3,8 @@
 // diversity figures worked by hand in the comments.
 #include <zcode/textmetrics/bleu.h>
 #include <zcode/textmetrics/diversity.h>
+#include <zcode/textmetrics/meteor.h>
+#include <zcode/textmetrics/porter.h>
 #include <zcode/textmetrics/rouge.h>
 
 #include <gtest/gtest.h>
@@ -29,12 +31,14 @@ TEST(Bleu, Tokenizer13aAppliesTheMtevalRules) {
 // reference sets prints
 // "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)".
 TEST(Bleu, SacreBleusPublishedExample) {
-  const std::vector<std::string> sys = {"The dog bit the man.", "It wasn't surprising.", "The man had just bitten him."};
+  const std::vector<std::string> sys = {"The dog bit the man.", "It wasn't surprising.",
+                                        "The man had just bitten him."};
   const std::vector<std::vector<std::string>> refs = {
       {"The dog bit the man.", "It was not unexpected.", "The man bit him first."},
       {"The dog had bit the man.", "No one was surprised.", "The man had bitten the dog."}};
   const tm::Bleu b = tm::corpus_bleu(sys, refs);
-  EXPECT_EQ(tm::format_bleu(b), "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)");
+  EXPECT_EQ(tm::format_bleu(b),
+            "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)");
   // By hand from the 13a tokens: 14 of 17 unigrams match, 7/14, 5/11, 3/8;
   // BP = exp(1 - 18/17).
   EXPECT_EQ(b.sys_len, 17);
@@ -76,7 +80,8 @@ TEST(Bleu, EdgeCases) {
 //   ROUGE-2: overlap the-quick quick-brown = 2 of 7 and 8: P 2/7, R 1/4, F 4/15.
 //   ROUGE-L: LCS "the quick brown jumps the" = 5: P 5/8, R 5/9, F 10/17.
 TEST(Rouge, WorkedByHand) {
-  const tm::Rouge r = tm::rouge("The quick brown dog jumps on the log.", {"The quick brown fox jumps over the lazy dog"});
+  const tm::Rouge r =
+      tm::rouge("The quick brown dog jumps on the log.", {"The quick brown fox jumps over the lazy dog"});
   EXPECT_DOUBLE_EQ(r.rouge1.precision, 6.0 / 8);
   EXPECT_DOUBLE_EQ(r.rouge1.recall, 6.0 / 9);
   EXPECT_NEAR(r.rouge1.fmeasure, 12.0 / 17, 1e-15);
@@ -94,14 +99,12 @@ TEST(Rouge, WorkedByHand) {
 
 TEST(Rouge, TokenizerAndTheUnicodeMode) {
   // rouge-score's rule: lower case, runs outside [a-z0-9] are separators.
-  EXPECT_EQ(tm::rouge_tokenize("Don't STOP-now, 2day!"),
-            (std::vector<std::string>{"don", "t", "stop", "now", "2day"}));
+  EXPECT_EQ(tm::rouge_tokenize("Don't STOP-now, 2day!"), (std::vector<std::string>{"don", "t", "stop", "now", "2day"}));
   // Hindi disappears under that rule (F 0), and not in the Unicode mode (F 1).
   const std::string hi = "नमस्ते दुनिया, यह एक परीक्षण है।";
   EXPECT_TRUE(tm::rouge_tokenize(hi).empty());
   EXPECT_EQ(tm::rouge(hi, {hi}).rouge1.fmeasure, 0.0);
-  EXPECT_EQ(tm::rouge_tokenize(hi, true),
-            (std::vector<std::string>{"नमस्ते", "दुनिया", "यह", "एक", "परीक्षण", "है"}));
+  EXPECT_EQ(tm::rouge_tokenize(hi, true), (std::vector<std::string>{"नमस्ते", "दुनिया", "यह", "एक", "परीक्षण", "है"}));
   const tm::Rouge u = tm::rouge(hi, {hi}, true);
   EXPECT_EQ(u.rouge1.fmeasure, 1.0);
   EXPECT_EQ(u.rouge2.fmeasure, 1.0);
@@ -126,6 +129,32 @@ TEST(Diversity, WorkedByHand) {
   const tm::Diversity empty = tm::diversity({});
   EXPECT_EQ(empty.distinct_1, 0.0);
   EXPECT_EQ(empty.entropy_bits, 0.0);
+}
+
+// METEOR by hand (exact matches only; WordNet from wordnet-base is loaded
+// but finds nothing more to match):
+//   "the cat sat" vs itself: m 3, P = R = 1, Fmean 1, one chunk:
+//     1 - 0.5 (1/3)^3 = 1 - 1/54.
+//   hypothesis "a b c d", reference "c d a b": pairs (0,2) (1,3) (2,0) (3,1),
+//     two chunks: 1 - 0.5 (2/4)^3 = 0.9375.
+//   P 2/3, R 2/4 ("x b c" vs "b c y z"): Fmean = PR / (0.9 P + 0.1 R) =
+//     (1/3) / (0.6 + 0.05), one chunk of 2: penalty 0.5 (1/2)^3 = 1/16.
+TEST(Meteor, WorkedByHand) {
+  using W = std::vector<std::string>;
+  tm::WordNet wn;
+  EXPECT_NEAR(tm::meteor(W{"the", "cat", "sat"}, W{"the", "cat", "sat"}, wn), 1 - 1.0 / 54, 1e-15);
+  EXPECT_NEAR(tm::meteor(W{"c", "d", "a", "b"}, W{"a", "b", "c", "d"}, wn), 0.9375, 1e-15);
+  EXPECT_NEAR(tm::meteor(W{"b", "c", "y", "z"}, W{"x", "b", "c"}, wn), (1.0 / 3) / 0.65 * (1 - 1.0 / 16), 1e-15);
+  EXPECT_EQ(tm::meteor(W{"a"}, W{"b"}, wn), 0.0);
+  // Upper case is lowered; a stem match ("cats" / "cat": 2 matches, one chunk)
+  // and a WordNet synonym ("car" / "auto", car.n.01) count as matches: one
+  // match, one chunk, penalty 0.5 (1/1)^3. The synonym stage compares the
+  // stems the stem stage left (as NLTK does), so "automobile" (stem
+  // "automobil") does not match "car".
+  EXPECT_NEAR(tm::meteor(W{"The", "Cats"}, W{"the", "cat"}, wn), 1 - 1.0 / 2 * std::pow(1.0 / 2, 3), 1e-15);
+  EXPECT_NEAR(tm::meteor(W{"auto"}, W{"car"}, wn), 0.5, 1e-15);
+  EXPECT_EQ(tm::meteor(W{"automobile"}, W{"car"}, wn), 0.0);
+  EXPECT_THROW(tm::WordNet("/nonexistent"), std::runtime_error);
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ Samples::Samples(const CreateContext& ctx) : host_(ctx.host()), tokenizer_(ctx.t
   }
   max_seq_len_ = static_cast<int32_t>(ctx.config().object("model").get<int64_t>("max_seq_len", 256));
   const std::string rel = o.get<std::string>("path", "logs/samples.jsonl");
-  if (ctx.run_dir().empty() && !rel.starts_with("/")) invalid_argument("samples: no run folder (args.run_dir is empty)");
+  if (ctx.run_dir().empty() && !rel.starts_with("/"))
+    invalid_argument("samples: no run folder (args.run_dir is empty)");
   path_ = rel.starts_with("/") ? rel : ctx.run_dir() + "/" + rel;
 }
 
@@ -49,8 +50,9 @@ uint32_t Samples::on_event(const zc_event& e) {
     open();  // now, so that a reader of the file (tensorboard) sees it settled from the start
     return 0;
   }
-  const bool due = (e.kind == ZC_EVENT_STEP_END && e.step % static_cast<uint64_t>(every_) == 0) ||
-                   (e.kind == ZC_EVENT_TEARDOWN && e.step != last_ && !parse_metrics(e.metrics_json).HasMember("failed"));
+  const bool due =
+      (e.kind == ZC_EVENT_STEP_END && e.step % static_cast<uint64_t>(every_) == 0) ||
+      (e.kind == ZC_EVENT_TEARDOWN && e.step != last_ && !parse_metrics(e.metrics_json).HasMember("failed"));
   if (!due || !e.model.table || !tokenizer_) return 0;
   last_ = e.step;
   write(e.step, e.model);

@@ -156,8 +156,9 @@ Bleu sentence_bleu(const std::string& hypothesis, const std::vector<std::string>
 
 std::string format_bleu(const Bleu& b) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)",
-                b.score, b.precisions[0], b.precisions[1], b.precisions[2], b.precisions[3], b.bp, b.ratio,
+  std::snprintf(buf, sizeof buf,
+                "BLEU = %.2f %.1f/%.1f/%.1f/%.1f (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)", b.score,
+                b.precisions[0], b.precisions[1], b.precisions[2], b.precisions[3], b.bp, b.ratio,
                 static_cast<long long>(b.sys_len), static_cast<long long>(b.ref_len));
   return buf;
 }

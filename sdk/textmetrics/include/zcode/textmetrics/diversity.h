@@ -19,8 +19,8 @@ namespace zcode::textmetrics {
 struct Diversity {
   double distinct_1 = 0, distinct_2 = 0;  ///< 0 when there is no n-gram
   double entropy_bits = 0;
-  double repetition = 0;                  ///< seq-rep-4; 0 when no generation has 4 tokens
-  int64_t tokens = 0;                     ///< generated tokens in all
+  double repetition = 0;  ///< seq-rep-4; 0 when no generation has 4 tokens
+  int64_t tokens = 0;     ///< generated tokens in all
   int64_t generations = 0;
 };
 
