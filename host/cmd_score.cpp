@@ -7,6 +7,7 @@
 #include <zcode/sdk/json.h>
 #include <zcode/textmetrics/bleu.h>
 #include <zcode/textmetrics/diversity.h>
+#include <zcode/textmetrics/meteor.h>
 #include <zcode/textmetrics/rouge.h>
 
 #include <fstream>
@@ -43,32 +44,32 @@ void put_rouge(sdk::json::Writer& w, const char* name, const tm::RougeScore& s) 
 
 int cmd_score(const std::vector<std::string>& args) {
   const CommandHelp help{
-      "zcode-host score --metric bleu|rouge|distinct --hypotheses H.txt [--references R.txt ...] [--json]",
+      "zcode-host score --metric bleu|rouge|meteor|distinct --hypotheses H.txt [--references R.txt ...] [--json]",
       "Score generated text against references, one segment per line: corpus BLEU as sacreBLEU computes it "
       "(13a tokenizer, exp smoothing; several --references files for multi-reference BLEU), ROUGE-1/2/L "
-      "F-measure as rouge-score computes it (--unicode: words of any script), or distinct-1/2, token entropy "
-      "and repetition (seq-rep-4) of the hypotheses alone.",
+      "F-measure as rouge-score computes it (--unicode: words of any script), METEOR as NLTK's meteor_score "
+      "(whitespace tokens; exact, Porter stem and WordNet synonym matches; mean over segments), or distinct-1/2, "
+      "token entropy and repetition (seq-rep-4) of the hypotheses alone.",
       "  zcode-host score --metric bleu --hypotheses out.txt --references ref1.txt --references ref2.txt\n"
       "  zcode-host score --metric rouge --hypotheses out.txt --references ref.txt --json\n"
+      "  zcode-host score --metric meteor --hypotheses out.txt --references ref.txt\n"
       "  zcode-host score --metric distinct --hypotheses samples.txt"};
   std::string metric, hyp_path;
   std::vector<std::string> ref_paths;
   bool json = false, unicode = false;
+  std::string wordnet_dir = "/usr/share/wordnet";
   po::options_description d("options");
   d.add_options()("metric", po::value(&metric)->required(), "bleu, rouge, meteor or distinct")(
       "hypotheses", po::value(&hyp_path)->required(), "file of hypotheses, one segment per line")(
       "references", po::value(&ref_paths)->composing(), "file of references, line i for hypothesis i (repeatable)")(
       "json", po::bool_switch(&json), "print one JSON object instead of text")(
-      "unicode", po::bool_switch(&unicode), "rouge: words of every script (ICU), not only [a-z0-9]");
+      "unicode", po::bool_switch(&unicode), "rouge: words of every script (ICU), not only [a-z0-9]")(
+      "wordnet", po::value(&wordnet_dir), "meteor: the WordNet 3.0 database folder (default /usr/share/wordnet)");
   po::positional_options_description pos;
   po::variables_map vm;
   if (auto rc = parse_args("score", args, d, pos, vm, help)) return *rc;
   if (metric != "bleu" && metric != "rouge" && metric != "distinct" && metric != "meteor") {
     std::cerr << "zcode-host score: --metric: expected bleu, rouge, meteor or distinct, found '" << metric << "'\n";
-    return kUsageError;
-  }
-  if (metric == "meteor") {
-    std::cerr << "zcode-host score: --metric meteor is not implemented yet (issue #21, item 7); use bleu or rouge\n";
     return kUsageError;
   }
   if (metric != "distinct" && ref_paths.empty()) {
@@ -105,10 +106,30 @@ int cmd_score(const std::vector<std::string>& args) {
       put_rouge(w, "rougeL", r.rougeL);
       w.key("segments").integer(static_cast<int64_t>(hyps.size())).end_object();
       char b[256];
-      for (auto [name, s] : {std::pair{"rouge1", r.rouge1}, std::pair{"rouge2", r.rouge2}, std::pair{"rougeL", r.rougeL}}) {
+      for (auto [name, s] :
+           {std::pair{"rouge1", r.rouge1}, std::pair{"rouge2", r.rouge2}, std::pair{"rougeL", r.rougeL}}) {
         std::snprintf(b, sizeof b, "%s: P = %.4f R = %.4f F = %.4f\n", name, s.precision, s.recall, s.fmeasure);
         text << b;
       }
+    } else if (metric == "meteor") {
+      tm::WordNet wn(wordnet_dir);
+      std::vector<double> scores;
+      double sum = 0;
+      for (size_t i = 0; i < hyps.size(); ++i) {
+        std::vector<std::vector<std::string>> r;
+        for (const auto& set : refs) r.push_back(tm::whitespace_tokens(set[i]));
+        scores.push_back(tm::meteor(r, tm::whitespace_tokens(hyps[i]), wn));
+        sum += scores.back();
+      }
+      const double mean = hyps.empty() ? 0 : sum / static_cast<double>(hyps.size());
+      w.begin_object().key("name").string("METEOR").key("score").number(mean).key("alpha").number(0.9);
+      w.key("beta").number(3.0).key("gamma").number(0.5).key("segments").begin_array();
+      for (double x : scores) w.number(x);
+      w.end_array().end_object();
+      char b[128];
+      std::snprintf(b, sizeof b, "METEOR = %.4f (mean of %zu segments; alpha 0.9, beta 3, gamma 0.5)\n", mean,
+                    hyps.size());
+      text << b;
     } else {
       std::vector<std::vector<std::string>> gens;
       for (const auto& h : hyps) gens.push_back(tm::whitespace_tokens(h));
