@@ -4,8 +4,8 @@
 #include <zcode/textmetrics/porter.h>
 
 #include <functional>
-#include <string>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace zcode::textmetrics {
@@ -157,29 +157,62 @@ Str step1c(const Str& w) {
 
 Str step2(const Str& w) {
   if (ends(w, U"alli") && m_pos(cut(w, 4))) return step2(cut(w, 4) + U"al");
-  return apply(w, {{U"ational", U"ate", m_pos}, {U"tional", U"tion", m_pos}, {U"enci", U"ence", m_pos},
-                   {U"anci", U"ance", m_pos},   {U"izer", U"ize", m_pos},    {U"bli", U"ble", m_pos},
-                   {U"alli", U"al", m_pos},     {U"entli", U"ent", m_pos},   {U"eli", U"e", m_pos},
-                   {U"ousli", U"ous", m_pos},   {U"ization", U"ize", m_pos}, {U"ation", U"ate", m_pos},
-                   {U"ator", U"ate", m_pos},    {U"alism", U"al", m_pos},    {U"iveness", U"ive", m_pos},
-                   {U"fulness", U"ful", m_pos}, {U"ousness", U"ous", m_pos}, {U"aliti", U"al", m_pos},
-                   {U"iviti", U"ive", m_pos},   {U"biliti", U"ble", m_pos},  {U"fulli", U"ful", m_pos},
+  return apply(w, {{U"ational", U"ate", m_pos},
+                   {U"tional", U"tion", m_pos},
+                   {U"enci", U"ence", m_pos},
+                   {U"anci", U"ance", m_pos},
+                   {U"izer", U"ize", m_pos},
+                   {U"bli", U"ble", m_pos},
+                   {U"alli", U"al", m_pos},
+                   {U"entli", U"ent", m_pos},
+                   {U"eli", U"e", m_pos},
+                   {U"ousli", U"ous", m_pos},
+                   {U"ization", U"ize", m_pos},
+                   {U"ation", U"ate", m_pos},
+                   {U"ator", U"ate", m_pos},
+                   {U"alism", U"al", m_pos},
+                   {U"iveness", U"ive", m_pos},
+                   {U"fulness", U"ful", m_pos},
+                   {U"ousness", U"ous", m_pos},
+                   {U"aliti", U"al", m_pos},
+                   {U"iviti", U"ive", m_pos},
+                   {U"biliti", U"ble", m_pos},
+                   {U"fulli", U"ful", m_pos},
                    // The U"l" stays with the stem, so that short stems (geo, theo) count.
                    {U"logi", U"log", [&w](const Str&) { return m_pos(cut(w, 3)); }}});
 }
 
 Str step3(const Str& w) {
-  return apply(w, {{U"icate", U"ic", m_pos}, {U"ative", U"", m_pos}, {U"alize", U"al", m_pos}, {U"iciti", U"ic", m_pos},
-                   {U"ical", U"ic", m_pos}, {U"ful", U"", m_pos}, {U"ness", U"", m_pos}});
+  return apply(w, {{U"icate", U"ic", m_pos},
+                   {U"ative", U"", m_pos},
+                   {U"alize", U"al", m_pos},
+                   {U"iciti", U"ic", m_pos},
+                   {U"ical", U"ic", m_pos},
+                   {U"ful", U"", m_pos},
+                   {U"ness", U"", m_pos}});
 }
 
 Str step4(const Str& w) {
-  return apply(w, {{U"al", U"", m_gt1},   {U"ance", U"", m_gt1}, {U"ence", U"", m_gt1}, {U"er", U"", m_gt1},
-                   {U"ic", U"", m_gt1},   {U"able", U"", m_gt1}, {U"ible", U"", m_gt1}, {U"ant", U"", m_gt1},
-                   {U"ement", U"", m_gt1}, {U"ment", U"", m_gt1}, {U"ent", U"", m_gt1},
-                   {U"ion", U"", [](const Str& s) { return measure(s) > 1 && !s.empty() && (s.back() == 's' || s.back() == 't'); }},
-                   {U"ou", U"", m_gt1},   {U"ism", U"", m_gt1},  {U"ate", U"", m_gt1},  {U"iti", U"", m_gt1},
-                   {U"ous", U"", m_gt1},  {U"ive", U"", m_gt1},  {U"ize", U"", m_gt1}});
+  return apply(w, {{U"al", U"", m_gt1},
+                   {U"ance", U"", m_gt1},
+                   {U"ence", U"", m_gt1},
+                   {U"er", U"", m_gt1},
+                   {U"ic", U"", m_gt1},
+                   {U"able", U"", m_gt1},
+                   {U"ible", U"", m_gt1},
+                   {U"ant", U"", m_gt1},
+                   {U"ement", U"", m_gt1},
+                   {U"ment", U"", m_gt1},
+                   {U"ent", U"", m_gt1},
+                   {U"ion", U"",
+                    [](const Str& s) { return measure(s) > 1 && !s.empty() && (s.back() == 's' || s.back() == 't'); }},
+                   {U"ou", U"", m_gt1},
+                   {U"ism", U"", m_gt1},
+                   {U"ate", U"", m_gt1},
+                   {U"iti", U"", m_gt1},
+                   {U"ous", U"", m_gt1},
+                   {U"ive", U"", m_gt1},
+                   {U"ize", U"", m_gt1}});
 }
 
 Str step5a(const Str& w) {
@@ -199,10 +232,10 @@ Str step5b(const Str& w) {
 
 std::string porter_stem(std::string_view word) {
   static const std::map<std::string, std::string, std::less<>> kIrregular = {
-      {"sky", "sky"},         {"skies", "sky"},    {"dying", "die"},    {"lying", "lie"},
-      {"tying", "tie"},       {"news", "news"},    {"innings", "inning"}, {"inning", "inning"},
-      {"outings", "outing"},  {"outing", "outing"}, {"cannings", "canning"}, {"canning", "canning"},
-      {"howe", "howe"},       {"proceed", "proceed"}, {"exceed", "exceed"}, {"succeed", "succeed"}};
+      {"sky", "sky"},        {"skies", "sky"},       {"dying", "die"},        {"lying", "lie"},
+      {"tying", "tie"},      {"news", "news"},       {"innings", "inning"},   {"inning", "inning"},
+      {"outings", "outing"}, {"outing", "outing"},   {"cannings", "canning"}, {"canning", "canning"},
+      {"howe", "howe"},      {"proceed", "proceed"}, {"exceed", "exceed"},    {"succeed", "succeed"}};
   if (auto it = kIrregular.find(word); it != kIrregular.end()) return it->second;
   const Str w = decode_utf8(word);
   if (w.size() <= 2) return std::string(word);  // one or two characters: left alone

@@ -19,8 +19,15 @@ constexpr const char* kPos[4] = {"noun", "verb", "adj", "adv"};
 
 const std::vector<std::pair<std::string, std::string>>& rules(int p) {
   static const std::vector<std::pair<std::string, std::string>> kRules[4] = {
-      {{"s", ""}, {"ses", "s"}, {"ves", "f"}, {"xes", "x"}, {"zes", "z"}, {"ches", "ch"}, {"shes", "sh"},
-       {"men", "man"}, {"ies", "y"}},
+      {{"s", ""},
+       {"ses", "s"},
+       {"ves", "f"},
+       {"xes", "x"},
+       {"zes", "z"},
+       {"ches", "ch"},
+       {"shes", "sh"},
+       {"men", "man"},
+       {"ies", "y"}},
       {{"s", ""}, {"ies", "y"}, {"es", "e"}, {"es", ""}, {"ed", "e"}, {"ed", ""}, {"ing", "e"}, {"ing", ""}},
       {{"er", ""}, {"est", ""}, {"er", "e"}, {"est", "e"}},
       {}};
