@@ -7,6 +7,8 @@
 #include <zcode/generation/generate.h>
 #include <zcode/sdk/plugin.h>
 
+#include "cadence.h"
+
 #include <rapidjson/document.h>
 
 #include <cstdio>
@@ -21,13 +23,6 @@ using namespace zcode::sdk;
 rapidjson::Document parse_metrics(const char* json);
 /// Number or `fallback`.
 double num(const rapidjson::Value& obj, const char* key, double fallback);
-/// Checks that `every`-like options are >= 1: throws naming `path`.
-int64_t positive_option(const Options& o, const char* key, int64_t fallback, const std::string& path);
-/// The entry's `every` (checked >= 1, named `path` in errors), else the host's
-/// `training.<host_key>` from the resolved config, whose defaults the host has
-/// filled (so no second copy of that default lives here). Throws when neither
-/// is there (a config_json that is not the resolved one).
-int64_t every_option(const CreateContext& ctx, const char* host_key, const std::string& path);
 
 /// One event record, the schema shared by `console`'s JSON lines and
 /// `metrics_jsonl`: {"event": kind ("step" | "eval"), "step": e.step,
@@ -35,12 +30,6 @@ int64_t every_option(const CreateContext& ctx, const char* host_key, const std::
 /// line of JSON without the newline (RapidJSON's Writer; numbers as it
 /// prints doubles, shortest round-trip).
 std::string event_record(const char* kind, const zc_event& e, const rapidjson::Value& metrics);
-
-/// Whether a STEP_END at `step` is a log step for cadence `every`: every
-/// `every` steps, the first and the last (the console's lines, metrics.jsonl).
-inline bool log_step(uint64_t step, uint64_t max_steps, int64_t every) {
-  return step % static_cast<uint64_t>(every) == 0 || step == 1 || step == max_steps;
-}
 
 /// `console`: one line per `every` steps (default training.log_every):
 /// `[INFO] Step 10/500 | loss: 3.2100 | lr: 0.0005 | grad_norm: 0.92 | tokens/s: 1234 | data_wait: 3% |

@@ -16,20 +16,6 @@ double num(const rapidjson::Value& obj, const char* key, double fallback) {
   return it != obj.MemberEnd() && it->value.IsNumber() ? it->value.GetDouble() : fallback;
 }
 
-int64_t positive_option(const Options& o, const char* key, int64_t fallback, const std::string& path) {
-  const int64_t v = o.get<int64_t>(key, fallback);
-  if (v < 1) invalid_argument(path + ": expected an integer >= 1, found " + std::to_string(v));
-  return v;
-}
-
-int64_t every_option(const CreateContext& ctx, const char* host_key, const std::string& path) {
-  if (ctx.options().has("every")) return positive_option(ctx.options(), "every", 1, path);
-  const int64_t v = ctx.config().object("training").require<int64_t>(host_key);
-  if (v < 1)
-    invalid_argument("training." + std::string(host_key) + ": expected an integer >= 1, found " + std::to_string(v));
-  return v;
-}
-
 }  // namespace zcode::callbacks
 
 using namespace zcode::callbacks;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cadence.h"
 #include "store.h"
 
 namespace {
@@ -65,13 +66,7 @@ class MlflowCallback : public Callback {
     const Options& o = ctx.options();
     run_dir_ = ctx.run_dir();
     if (run_dir_.empty()) invalid_argument("mlflow: no run folder (args.run_dir is empty)");
-    if (o.has("every")) {
-      every_ = o.get<int64_t>("every", 1);
-      if (every_ < 1)
-        invalid_argument("callbacks.mlflow.every: expected an integer >= 1, found " + std::to_string(every_));
-    } else {
-      every_ = ctx.config().object("training").require<int64_t>("log_every");
-    }
+    every_ = zcode::callbacks::every_option(ctx, "log_every", "callbacks.mlflow.every");
     experiment_ = o.get<std::string>("experiment_name", ctx.config().get<std::string>("experiment_name", "zcode"));
     run_name_ = o.get<std::string>("run_name", experiment_);
     // Where to: the option, logging.mlflow_tracking_uri, $MLFLOW_TRACKING_URI,
@@ -134,8 +129,7 @@ class MlflowCallback : public Callback {
         break;
       }
       case ZC_EVENT_STEP_END:
-        if (e.step % static_cast<uint64_t>(every_) == 0 || e.step == 1 || e.step == e.max_steps)
-          store_->log(points("train_", e), {}, {});
+        if (zcode::callbacks::log_step(e.step, e.max_steps, every_)) store_->log(points("train_", e), {}, {});
         break;
       case ZC_EVENT_EVAL_END: store_->log(points("eval_", e), {}, {}); break;
       case ZC_EVENT_TEARDOWN: {

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <thread>
 
+#include "cadence.h"
+
 namespace {
 
 using namespace zcode::sdk;
@@ -87,13 +89,7 @@ class PrometheusExporter : public Callback {
     if (!(linger_s_ >= 0 && linger_s_ <= 3600))
       invalid_argument("callbacks.prometheus.linger_s: expected a number in [0, 3600], found " +
                        std::to_string(linger_s_));
-    if (o.has("every")) {
-      every_ = o.get<int64_t>("every", 1);
-      if (every_ < 1)
-        invalid_argument("callbacks.prometheus.every: expected an integer >= 1, found " + std::to_string(every_));
-    } else {
-      every_ = ctx.config().object("training").require<int64_t>("log_every");
-    }
+    every_ = zcode::callbacks::every_option(ctx, "log_every", "callbacks.prometheus.every");
     labels_ = {{"experiment", ctx.config().get<std::string>("experiment_name", "")},
                {"rank", std::to_string(Collectives(ctx.host().raw()).rank())}};
     steps_ = &prometheus::BuildCounter()
@@ -132,7 +128,7 @@ class PrometheusExporter : public Callback {
       case ZC_EVENT_STEP_END:
         steps_->Increment();
         tokens_->Increment(scan_number(e.metrics_json, "\"tokens\":"));
-        if (e.step % static_cast<uint64_t>(every_) == 0 || e.step == 1 || e.step == e.max_steps) {
+        if (zcode::callbacks::log_step(e.step, e.max_steps, every_)) {
           gauge("zcode_step", "Optimizer step of the last update").Set(static_cast<double>(e.step));
           gauge("zcode_max_steps", "training.max_steps").Set(static_cast<double>(e.max_steps));
           gauge("zcode_resident_memory_bytes", "Resident set size of this process").Set(resident_bytes());

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cadence.h"
 #include "event_writer.h"
 #include "model_views.h"
 
@@ -82,13 +83,7 @@ class TensorBoardCallback : public Callback {
  public:
   explicit TensorBoardCallback(const CreateContext& ctx) : host_(ctx.host()) {
     const Options& o = ctx.options();
-    if (o.has("every")) {
-      every_ = o.get<int64_t>("every", 1);
-      if (every_ < 1)
-        invalid_argument("callbacks.tensorboard.every: expected an integer >= 1, found " + std::to_string(every_));
-    } else {
-      every_ = ctx.config().object("training").require<int64_t>("log_every");
-    }
+    every_ = zcode::callbacks::every_option(ctx, "log_every", "callbacks.tensorboard.every");
     histogram_every_ = o.get<int64_t>("histogram_every", 100);
     if (histogram_every_ < 0)
       invalid_argument("callbacks.tensorboard.histogram_every: expected an integer >= 0, found " +
@@ -127,8 +122,7 @@ class TensorBoardCallback : public Callback {
         break;
       }
       case ZC_EVENT_STEP_END:
-        if (e.step % static_cast<uint64_t>(every_) == 0 || e.step == 1 || e.step == e.max_steps)
-          scalars("train/", e.step, e.metrics_json);
+        if (zcode::callbacks::log_step(e.step, e.max_steps, every_)) scalars("train/", e.step, e.metrics_json);
         if (histogram_every_ > 0 && e.step % static_cast<uint64_t>(histogram_every_) == 0)
           histograms(e.step, ModelRef(host_.raw(), e.model));
         samples();
