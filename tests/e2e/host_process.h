@@ -1,5 +1,5 @@
-// Child processes for the end-to-end tests: zcode-host (or any program)
-// started with fork/exec, its output into a file, and waited for.
+// What the end-to-end tests share: child processes (zcode-host or any program)
+// started with fork/exec, its output into a file, and waited for; the tiny corpus.
 #pragma once
 
 #include <fcntl.h>
@@ -49,6 +49,18 @@ inline std::string slurp(const std::filesystem::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+/// The end-to-end tests' tiny corpus: 60 short documents of ten words into
+/// `dir`/train.jsonl and, every 6th, `dir`/val.jsonl ({"text": ...} lines).
+inline void write_tiny_corpus(const std::filesystem::path& dir) {
+  std::ofstream tr(dir / "train.jsonl"), va(dir / "val.jsonl");
+  const char* words[] = {"alpha", "beta", "gamma", "delta", "sky", "river", "stone", "light", "the", "a"};
+  for (int i = 0; i < 60; ++i) {
+    std::string s;
+    for (int w = 0; w < 12 + i % 7; ++w) s += std::string(w ? " " : "") + words[(i * 7 + w * 3) % 10];
+    (i % 6 == 5 ? va : tr) << "{\"text\": \"" << s << ".\"}\n";
+  }
 }
 
 }  // namespace zcode::test

@@ -107,13 +107,7 @@ class MlflowRest : public ::testing::Test {
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    std::ofstream tr(dir_ / "train.jsonl"), va(dir_ / "val.jsonl");
-    const char* words[] = {"alpha", "beta", "gamma", "delta", "sky", "river", "stone", "light", "the", "a"};
-    for (int i = 0; i < 60; ++i) {
-      std::string s;
-      for (int w = 0; w < 12 + i % 7; ++w) s += std::string(w ? " " : "") + words[(i * 7 + w * 3) % 10];
-      (i % 6 == 5 ? va : tr) << "{\"text\": \"" << s << ".\"}\n";
-    }
+    zcode::test::write_tiny_corpus(dir_);  // 60 short documents, every 6th to val
   }
   void TearDown() override {
     if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
