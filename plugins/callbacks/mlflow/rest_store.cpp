@@ -76,7 +76,13 @@ class RestStore : public Store {
     if (metrics_.size() >= 1000) cv_.notify_all();
   }
 
-  void artifact(const std::string&) override {}  // the file store keeps artifacts; see README.md
+  // Artifact upload (MLflow's artifact proxy) is not spoken: said once, not skipped silently.
+  void artifact(const std::string& file) override {
+    if (artifacts_said_ || !o_.warn) return;
+    artifacts_said_ = true;
+    o_.warn(o_.warn_ctx, "artifacts are not uploaded to " + o_.tracking_uri + " (not implemented); " + file +
+                             " and the other run files stay in the run folder");
+  }
 
   void end(const std::string& status, int64_t end_ms) override {
     {
@@ -288,7 +294,8 @@ class RestStore : public Store {
   std::string end_status_ = "FINISHED";
   int64_t end_ms_ = 0;
   std::string run_id_;
-  bool offline_ = false;  // sender thread only
+  bool offline_ = false;         // sender thread only
+  bool artifacts_said_ = false;  // training thread only
 };
 
 }  // namespace
