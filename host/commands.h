@@ -22,5 +22,6 @@ int cmd_generate(const std::vector<std::string>& args);   // generate ... (cmd_g
 int cmd_tokenize(const std::vector<std::string>& args);   // tokenize ... (cmd_tokenize.cpp, tokenizer owner)
 int cmd_tokenizer(const std::vector<std::string>& args);  // tokenizer train ... (cmd_tokenize.cpp, tokenizer owner)
 int cmd_score(const std::vector<std::string>& args);      // score --metric M ... (cmd_score.cpp)
+int cmd_serve(const std::vector<std::string>& args);      // serve --checkpoint P (cmd_serve.cpp)
 
 }  // namespace zcode::host

@@ -32,6 +32,7 @@ const Command kCommands[] = {
     {"tokenize", zcode::host::cmd_tokenize, "encode or decode text with a tokenizer"},
     {"tokenizer", zcode::host::cmd_tokenizer, "tokenizer tools (tokenizer train ...)"},
     {"score", zcode::host::cmd_score, "BLEU, ROUGE or diversity of generated text against references"},
+    {"serve", zcode::host::cmd_serve, "serve a checkpoint over HTTP (OpenAI API, continuous batching)"},
 };
 
 void usage(std::FILE* out) {

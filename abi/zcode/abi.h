@@ -31,6 +31,9 @@
  *          zc_create_args.shard, zc_param_shard and
  *          zc_optimizer_table.shard_granularity (kind_version 3);
  *          zc_state_writer.put_tensor_slice, zc_state_reader.read_tensor_slice
+ *     1.6  serving: zc_model_table.decode_slots_begin, decode_slots_step and
+ *          decode_slot_reset (kind_version 6): a KV cache of independent
+ *          slots for continuous batching
  *
  * ERRORS
  *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
@@ -92,7 +95,7 @@ extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 5u
+#define ZC_ABI_VERSION_MINOR 6u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -554,7 +557,7 @@ typedef struct zc_dataloader_table {
 /* Model                                                                      */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_MODEL_TABLE_VERSION 5u
+#define ZC_MODEL_TABLE_VERSION 6u
 
 /* Parameter flags. */
 enum {
@@ -718,6 +721,37 @@ typedef struct zc_model_table {
    * returns ZC_ERR_UNSUPPORTED; plugins older than 1.4 lack the slot, and a
    * reader then falls back to `activations`. */
   zc_status* (*named_activations)(void* instance, zc_named_tensor_list* out);
+
+  /* ---- kind_version 6 (ABI 1.6) ---- */
+  /* Slot decoding, for continuous batching (a server's scheduler): one KV
+   * cache of `slots` independent sequences of up to `max_len` tokens each,
+   * every slot with its own length (0 at begin). Requests join and leave
+   * between steps: a slot is reset and reused while the others go on.
+   * `max_tokens` bounds the entries of one decode_slots_step (decode tokens
+   * plus prefill chunks). The session ends with decode_end; decode_step and
+   * decode_reorder are not for it (ZC_ERR_INVALID_ARGUMENT).
+   * Memory: the cache is allocated here, once, and never grows. */
+  zc_status* (*decode_slots_begin)(void* instance, int32_t slots, int32_t max_len, int32_t max_tokens,
+                                   void** out_session);
+  /* Appends n entries (1 <= n <= max_tokens): entry i appends tokens[i] to
+   * slot slot_of[i] at that slot's next position. Entries of one slot are
+   * consecutive positions in entry order and attend causally to each other
+   * (chunked prefill: a prompt may arrive as several entries of one call,
+   * or over several calls). For every entry with want_logits[i] != 0
+   * (want_logits NULL: every entry) the next-token logits after it are
+   * written, in entry order, as rows of out_logits, float32 [rows,
+   * vocab_size] (caller-owned). Batch invariance: a row depends only on its
+   * slot's tokens, never on the other entries of the call, the other slots
+   * or the thread count, and a slot fed token by token gives the same bits
+   * as decode_step on a session of batch 1, so a request served among
+   * others generates exactly what it would alone. A model that cannot keep
+   * that promise says so in its README. A slot past max_len, a token
+   * outside the vocabulary or a slot outside [0, slots) is
+   * ZC_ERR_INVALID_ARGUMENT, and no slot has advanced. */
+  zc_status* (*decode_slots_step)(void* instance, void* session, int32_t n, const int32_t* slot_of,
+                                  const int32_t* tokens, const uint8_t* want_logits, float* out_logits);
+  /* Empties one slot (length 0) for the next sequence. */
+  zc_status* (*decode_slot_reset)(void* instance, void* session, int32_t slot);
 } zc_model_table;
 
 /* ------------------------------------------------------------------------ */
@@ -922,10 +956,11 @@ ZC_STATIC_ASSERT(offsetof(zc_create_args, shard) == 88, "zc_create_args.shard (A
 ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
 ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
-ZC_STATIC_ASSERT(sizeof(zc_model_table) == 168, "zc_model_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_model_table) == 192, "zc_model_table layout");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, activations) == 144, "zc_model_table.activations (ABI 1.2)");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, estimate_memory) == 152, "zc_model_table.estimate_memory (ABI 1.3)");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, named_activations) == 160, "zc_model_table.named_activations (ABI 1.4)");
+ZC_STATIC_ASSERT(offsetof(zc_model_table, decode_slot_reset) == 184, "zc_model_table.decode_slot_reset (ABI 1.6)");
 ZC_STATIC_ASSERT(sizeof(zc_named_tensor_list) == 32, "zc_named_tensor_list layout");
 ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 88, "zc_optimizer_table layout");
 ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, shard_granularity) == 80,

@@ -5,6 +5,7 @@
 #include <zcode/core/dist/launch.h>
 #include <zcode/core/generate.h>
 #include <zcode/core/host_services.h>
+#include <zcode/core/inference_model.h>
 #include <zcode/core/log.h>
 #include <zcode/core/registry.h>
 #include <zcode/core/stage_factory.h>
@@ -83,31 +84,10 @@ void check_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
 int run_command(const Command& c, std::ostream& out) {
   try {
     dist::require_one_process("generate");
-    // 1. The config: the given file, or the one the checkpoint was trained with.
-    HarnessConfig cfg;
-    std::optional<ckpt::LoadedCheckpoint> ck;
-    if (!c.config_path.empty()) {
-      cfg = HarnessConfig::from_file(c.config_path);
-    } else {
-      if (c.checkpoint == "latest") throw UsageError("--checkpoint latest needs --config (to find the run folder)");
-      ck = ckpt::load_checkpoint(ckpt::resolve(c.checkpoint, fs::path(".")), ckpt::Parts::kModelOnly);
-      cfg = HarnessConfig::from_string(ckpt::stored_config_json(*ck), (ck->dir / "state.json").string());
-    }
-    if (!c.sets.empty()) cfg.apply_overrides(c.sets);
-    PluginSearchOptions so;
-    for (const auto& p : c.plugin_paths) so.cli_paths.emplace_back(p);
-    so.allow_insecure = c.allow_insecure_plugin_path;
-    {
-      HarnessConfig host_only = cfg;
-      host_only.validate(nullptr);
-      for (const auto& p : host_only.plugin_path()) so.config_paths.emplace_back(p);
-    }
-    Registry registry(so);
-    cfg.validate(&registry);
-    if (!ck) {
-      const fs::path run_dir = fs::path(cfg.logging().output_dir) / cfg.experiment_name();
-      ck = ckpt::load_checkpoint(ckpt::resolve(c.checkpoint, run_dir), ckpt::Parts::kModelOnly);
-    }
+    // 1. Config, tokenizer, model and weights.
+    InferenceModel im(
+        InferenceSource{c.checkpoint, c.config_path, c.sets, c.plugin_paths, c.allow_insecure_plugin_path});
+    const HarnessConfig& cfg = im.config();
 
     // 2. Options: defaults <- config.generation <- command line.
     const GenerationConfig& g = cfg.generation();
@@ -131,46 +111,11 @@ int run_command(const Command& c, std::ostream& out) {
     }
     check_flags_fit_strategy(c, o);
 
-    // 3. Stages.
-    int threads = static_cast<int>(cfg.hardware().num_threads);
-    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    HostServices host(cfg.seed(), threads);
-    const std::string cfg_json = cfg.to_json();
-    const fs::path no_run_dir;  // generate writes nothing
-    const StageFactory stages(registry, host, cfg_json, no_run_dir);
-    StageInstance tokenizer = stages.create(ZC_KIND_TOKENIZER, cfg.data().tokenizer_type, "data.tokenizer",
-                                            cfg.section_json("data.tokenizer"));
-    StageInstance model = stages.create(ZC_KIND_MODEL, cfg.model().type, "model.type", cfg.section_json("model"),
-                                        {.tokenizer = tokenizer.ref()});
-    {
-      const ckpt::StoredState state = ckpt::read_state(*ck);
-      const std::string* json = state.stage("model");
-      ckpt::StateReaderView rd(ck->tensors(ckpt::TensorFile::kModel), "", json ? *json : std::string());
-      check_plugin_call(*model.component(), "load_state", model.component()->base()->load_state(model.get(), rd.get()));
-    }
-    const auto* tt = tokenizer.component()->as<zc_tokenizer_table>();
-    uint64_t vocab = 0;
-    check_plugin_call(*tokenizer.component(), "vocab_size", tt->vocab_size(tokenizer.get(), &vocab));
-    const char* info = nullptr;
-    check_plugin_call(*tokenizer.component(), "info_json", tt->info_json(tokenizer.get(), &info));
-    rapidjson::Document ti;
-    ti.Parse(info ? info : "{}");
-    auto id_of = [&](const char* k) { return ti.IsObject() && ti.HasMember(k) && ti[k].IsInt() ? ti[k].GetInt() : -1; };
-    const int32_t bos = id_of("bos_id"), eos = id_of("eos_id");
+    const int32_t bos = im.bos_id(), eos = im.eos_id();
 
-    // 4. Encode, generate, decode.
-    std::vector<int32_t> ids_buf;
-    zc_ids ids = zcode::sdk::ids_into(ids_buf);
-    check_plugin_call(*tokenizer.component(), "encode",
-                      tt->encode(tokenizer.get(), c.prompt.data(), c.prompt.size(), 0, &ids));
-    ids_buf.resize(ids.size);
-    auto decode = [&](std::span<const int32_t> s) {
-      std::string text;
-      zc_bytes b = zcode::sdk::bytes_into(text);
-      check_plugin_call(*tokenizer.component(), "decode", tt->decode(tokenizer.get(), s.data(), s.size(), &b));
-      text.resize(b.size);
-      return text;
-    };
+    // 3. Encode, generate, decode.
+    const std::vector<int32_t> ids_buf = im.encode(c.prompt);
+    auto decode = [&](std::span<const int32_t> ids) { return im.decode(ids); };
     // Text is cut before the first stop string; streaming holds back as many
     // bytes as could still start a stop string.
     size_t hold = 0;
@@ -199,7 +144,7 @@ int run_command(const Command& c, std::ostream& out) {
           printed = upto;
         }
       };
-    ModelDecoder dec(model, static_cast<int64_t>(vocab));
+    ModelDecoder dec(im.model(), im.vocab_size());
     Result r = generate(dec, ids_buf, o, bos, eos, static_cast<int32_t>(cfg.model().max_seq_len), hooks);
     std::string text = decode(r.generated);
     text.resize(std::min(text.size(), cut_at_stop(text)));
@@ -208,6 +153,9 @@ int run_command(const Command& c, std::ostream& out) {
     log::debug("generate: " + std::to_string(r.generated.size()) + " tokens, stopped by " + stop_reason_name(r.reason));
     return 0;
   } catch (const UsageError& e) {
+    log::error(std::string("generate: ") + e.what());
+    return 2;
+  } catch (const InferenceUsageError& e) {
     log::error(std::string("generate: ") + e.what());
     return 2;
   } catch (const ConfigValidationError& e) {

@@ -440,6 +440,7 @@ struct Ctx {
   double capacity_factor;  // of this pass: training's, eval_capacity_factor, or 0 (<= 0: dropless)
   double grad_scale;       // loss_scale / Nstep (backward)
   void* session;           // decode session (KV cache) or null
+  bool invariant;          // slot decoding: every linear through linear_fwd_small_m (batch-invariant bits)
 };
 
 /// y[M, N] = x[M, K]·W[N, K]ᵀ + beta·y (beta 0 or 1; torch.nn.Linear without
@@ -449,7 +450,7 @@ struct Ctx {
 template <class T>
 void fwd_linear(const Ctx<T>& k, int M, int N, int K, const T* x, const T* W, T* y, T beta = T(0)) {
   if constexpr (std::is_same_v<T, float>) {
-    if (k.session && M <= zcode::kernels::kSmallM && (beta == 0.f || beta == 1.f)) {
+    if (k.session && (M <= zcode::kernels::kSmallM || k.invariant) && (beta == 0.f || beta == 1.f)) {
       zcode::kernels::linear_fwd_small_m(M, N, K, x, W, y, N, beta == 1.f);
       return;
     }
@@ -896,6 +897,13 @@ struct Model<T>::DecodeSession {
   std::vector<T> prow;  // [threads, max_len]
   std::vector<T> tmp;
   int threads = 0;
+  // Slot decoding (decode_slots_begin): batch = slots, each with its own length.
+  bool slots = false;
+  int max_tokens = 0;
+  std::vector<int32_t> len;           // [slots] tokens in each slot's cache
+  std::vector<int32_t> pos_of;        // [max_tokens] position of each entry of a step
+  std::vector<T> rope_cos, rope_sin;  // [max_tokens, rotary/2] one table row per entry
+  std::vector<T> hrows;               // [max_tokens, d] final hidden rows that want logits
 };
 
 // ---------------------------------------------------------------------------
@@ -915,7 +923,8 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
            c.cross_document_attention ? nullptr : b.doc_ids,
            capacity_factor,
            0.0,
-           nullptr};
+           nullptr,
+           false};
   const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
   for (int64_t n = 0; n < N; ++n) ws.pos[n] = static_cast<int32_t>(n % b.T);
@@ -968,7 +977,8 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
            c.cross_document_attention ? nullptr : b.doc_ids,
            c.capacity_factor,
            grad_scale,
-           nullptr};
+           nullptr,
+           false};
   const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
   // ws.gx holds ∂L/∂(final hidden) on entry (written by the LM head), then
@@ -1216,6 +1226,7 @@ template <class T>
 void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_logits) {
   const Config& c = cfg_;
   if (!s) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: no session");
+  if (s->slots) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: not for a slot session (use decode_slots_step)");
   if (s->pos >= s->max_len)
     throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: session is full (max_len " + std::to_string(s->max_len) + ")");
   if (omp_get_max_threads() > s->threads) {
@@ -1229,7 +1240,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
                                                std::to_string(c.vocab_size) + ")");
   Workspace& ws = *s->ws;
   const int Bn = s->batch;
-  Ctx<T> k{c, params_.get(), grads_.get(), ws, Bn, 1, Bn, nullptr, 0.0, 0.0, s};  // dropless
+  Ctx<T> k{c, params_.get(), grads_.get(), ws, Bn, 1, Bn, nullptr, 0.0, 0.0, s, false};  // dropless
   const int64_t N = Bn, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
   const int64_t kvw = Hkv * hd;
   const bool deep = c.residual == Residual::kDeepNorm;
@@ -1295,6 +1306,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
 template <class T>
 void Model<T>::decode_reorder(DecodeSession* s, const int32_t* src) {
   if (!s) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: no session");
+  if (s->slots) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: not for a slot session (decode_slots_begin)");
   for (int i = 0; i < s->batch; ++i)
     if (src[i] < 0 || src[i] >= s->batch)
       throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_reorder: src[" + std::to_string(i) +
@@ -1309,6 +1321,152 @@ void Model<T>::decode_reorder(DecodeSession* s, const int32_t* src) {
       for (int i = 0; i < s->batch; ++i) std::memcpy(s->tmp.data() + i * seq, base + src[i] * seq, sizeof(T) * seq);
       std::memcpy(base, s->tmp.data(), sizeof(T) * layer);
     }
+}
+
+template <class T>
+typename Model<T>::DecodeSession* Model<T>::decode_slots_begin(int slots, int max_len, int max_tokens) {
+  const Config& c = cfg_;
+  if (slots < 1 || max_len < 1 || max_len > c.max_seq_len || max_tokens < 1)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_begin: slots " + std::to_string(slots) + ", max_len " +
+                                             std::to_string(max_len) + ", max_tokens " + std::to_string(max_tokens) +
+                                             " (expected >= 1, and max_len <= max_seq_len " +
+                                             std::to_string(c.max_seq_len) + ")");
+  auto s = std::make_unique<DecodeSession>();
+  s->slots = true;
+  s->batch = slots;
+  s->max_len = max_len;
+  s->max_tokens = max_tokens;
+  const size_t per = size_t(c.n_layers) * slots * max_len * c.n_kv_heads * c.head_dim;
+  s->kc.assign(per, T(0));
+  s->vc.assign(per, T(0));
+  s->len.assign(size_t(slots), 0);
+  s->pos_of.assign(size_t(max_tokens), 0);
+  const size_t h2 = size_t(c.rotary_dims() / 2);
+  s->rope_cos.assign(size_t(max_tokens) * std::max<size_t>(h2, 1), T(0));
+  s->rope_sin.assign(size_t(max_tokens) * std::max<size_t>(h2, 1), T(0));
+  s->hrows.assign(size_t(max_tokens) * size_t(c.d_model), T(0));
+  s->threads = omp_get_max_threads();
+  s->prow.assign(size_t(s->threads) * max_len, T(0));
+  s->ws = std::make_unique<Workspace>();
+  s->ws->plan(c, max_tokens, 1, false, s->threads, nullptr);
+  s->ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(s->ws->bytes));
+  if (!s->ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_slots_begin: out of memory");
+  s->ws->plan(c, max_tokens, 1, false, s->threads, s->ws->mem);
+  return s.release();
+}
+
+template <class T>
+void Model<T>::decode_slots_step(DecodeSession* s, int n, const int32_t* slot_of, const int32_t* tokens,
+                                 const uint8_t* want_logits, float* out_logits) {
+  const Config& c = cfg_;
+  if (!s || !s->slots) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: not a slot session");
+  if (n < 1 || n > s->max_tokens)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: n = " + std::to_string(n) + " entries (expected 1.." +
+                                             std::to_string(s->max_tokens) + ", the session's max_tokens)");
+  if (!slot_of || !tokens) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: NULL slot_of or tokens");
+  // Validate everything before any slot advances: positions come from the
+  // lengths as they stand, plus the entries of the same slot before this one.
+  for (int i = 0; i < n; ++i) {
+    const int32_t sl = slot_of[i];
+    if (sl < 0 || sl >= s->batch)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: slot_of[" + std::to_string(i) +
+                                               "] = " + std::to_string(sl) + " (expected 0.." +
+                                               std::to_string(s->batch - 1) + ")");
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: tokens[" + std::to_string(i) +
+                                               "] = " + std::to_string(tokens[i]) + " out of range [0, " +
+                                               std::to_string(c.vocab_size) + ")");
+  }
+  for (int i = 0; i < n; ++i) s->pos_of[size_t(i)] = s->len[size_t(slot_of[i])]++;
+  for (int i = 0; i < n; ++i) {
+    if (s->pos_of[size_t(i)] < s->max_len) continue;
+    for (int j = 0; j < n; ++j) --s->len[size_t(slot_of[j])];  // undo: no slot has advanced
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: slot " + std::to_string(slot_of[i]) +
+                                             " is full (max_len " + std::to_string(s->max_len) + ")");
+  }
+  if (omp_get_max_threads() > s->threads) {
+    s->threads = omp_get_max_threads();
+    s->prow.assign(size_t(s->threads) * s->max_len, T(0));
+  }
+  Workspace& ws = *s->ws;
+  Ctx<T> k{c, params_.get(), grads_.get(), ws, n, 1, n, nullptr, 0.0, 0.0, s, true};  // dropless, invariant
+  const int64_t N = n, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
+  const int64_t kvw = Hkv * hd;
+  const int h2 = c.rotary_dims() / 2;
+  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
+  for (int64_t i = 0; i < N; ++i) ws.pos[i] = static_cast<int32_t>(i);  // entry i uses table row i
+  {
+    T* x0 = ws.X(0);
+    const T* E = params_.get() + off_embed_;
+    for (int64_t i = 0; i < N; ++i) std::memcpy(x0 + i * d, E + int64_t{tokens[i]} * d, sizeof(T) * size_t(d));
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerOffsets& lo = layers_[l];
+    typename Workspace::Layer& a = ws.L(l);
+    T* x = ws.X(l);
+    T* xn = ws.X(l + 1);
+    qkv_fwd(k, lo, a, x);
+    if (h2 > 0) {
+      // The table row of entry i is rope_table's row for position pos_of[i]:
+      // the same expression, so the same bits as decode_step's table.
+      for (int i = 0; i < h2; ++i) ws.inv_freq[i] = std::exp(params_[lo.rope + i]);
+      zcode::kernels::rope_table_at(ws.inv_freq, static_cast<int>(N), s->pos_of.data(), c.rotary_dims(),
+                                    s->rope_cos.data(), s->rope_sin.data());
+      zcode::kernels::rope_fwd(a.qkv, N, qd, static_cast<int>(H + Hkv), static_cast<int>(hd), c.rotary_dims(),
+                               s->rope_cos.data(), s->rope_sin.data(), ws.pos);
+    }
+    T* kc = s->kc.data() + size_t(l) * s->batch * s->max_len * kvw;
+    T* vc = s->vc.data() + size_t(l) * s->batch * s->max_len * kvw;
+    for (int64_t i = 0; i < N; ++i) {  // every entry's key and value first: later entries of a slot attend to them
+      const int64_t at = int64_t{slot_of[i]} * s->max_len + s->pos_of[size_t(i)];
+      std::memcpy(kc + at * kvw, a.qkv + i * qd + H * hd, sizeof(T) * size_t(kvw));
+      std::memcpy(vc + at * kvw, a.qkv + i * qd + (H + Hkv) * hd, sizeof(T) * size_t(kvw));
+    }
+    const int group = static_cast<int>(H / Hkv);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / group;
+        const int64_t base = int64_t{slot_of[i]} * s->max_len * kvw + g * hd;
+        T* prow = s->prow.data() + size_t(omp_get_thread_num()) * s->max_len;
+        attend_row(a.qkv + i * qd + h * hd, kc + base, vc + base, kvw, s->pos_of[size_t(i)] + 1,
+                   static_cast<const int32_t*>(nullptr), 0, static_cast<int>(hd), scale, c.dynamic_head_mask,
+                   static_cast<T>(c.entropy_threshold), prow, a.o + i * H * hd + h * hd);
+      }
+    post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
+  }
+  const T* hf = ws.X(c.n_layers);
+  if (c.residual != Residual::kDeepNorm) {
+    norm_fwd(k, off_norm_f_, ws.X(c.n_layers), ws.L(0).r1, ws.L(0).rstd_a);
+    hf = ws.L(0).r1;
+  }
+  int64_t rows = 0;
+  for (int64_t i = 0; i < N; ++i)
+    if (!want_logits || want_logits[i]) std::memcpy(s->hrows.data() + rows++ * d, hf + i * d, sizeof(T) * size_t(d));
+  if (rows == 0) return;
+  if (!out_logits) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: NULL out_logits with rows wanted");
+  const int64_t V = c.vocab_size;
+  if constexpr (std::is_same_v<T, float>) {
+    zcode::kernels::linear_fwd_small_m(static_cast<int>(rows), static_cast<int>(V), static_cast<int>(d),
+                                       s->hrows.data(), head_weight(), out_logits, static_cast<long>(V));
+  } else {
+    const int64_t chunk = ws.head_chunk_rows(rows);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int rr = static_cast<int>(std::min<int64_t>(chunk, rows - r0));
+      head_fwd<T>(rr, V, static_cast<int>(d), s->hrows.data() + r0 * d, head_weight(), ws.logits,
+                  cfg_.blocking.head_slice);
+      for (int64_t i = 0; i < rr * V; ++i) out_logits[r0 * V + i] = static_cast<float>(ws.logits[i]);
+    }
+  }
+}
+
+template <class T>
+void Model<T>::decode_slot_reset(DecodeSession* s, int slot) {
+  if (!s || !s->slots) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slot_reset: not a slot session");
+  if (slot < 0 || slot >= s->batch)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slot_reset: slot " + std::to_string(slot) + " (expected 0.." +
+                                             std::to_string(s->batch - 1) + ")");
+  s->len[size_t(slot)] = 0;  // the old keys stay until overwritten: attention never reads past the length
 }
 
 template <class T>

@@ -105,6 +105,18 @@ class Model {
   /// New sequence i takes old sequence src[i]'s cache.
   void decode_reorder(DecodeSession* s, const int32_t* src);
   void decode_end(DecodeSession* s);
+  /// Slot decoding for continuous batching (zc_model_table.decode_slots_*):
+  /// `slots` independent sequences of ≤ max_len tokens, ≤ max_tokens entries
+  /// per step. Every linear map streams W through linear_fwd_small_m (float:
+  /// each output is one FMA chain whatever the rows), so a row's bits depend
+  /// only on its own slot and equal decode_step's on a batch-1 session. T =
+  /// double keeps OpenBLAS and makes no such promise.
+  DecodeSession* decode_slots_begin(int slots, int max_len, int max_tokens);
+  /// Entry i appends tokens[i] to slot slot_of[i]; logits rows for the
+  /// entries with want_logits[i] (all when null), in entry order.
+  void decode_slots_step(DecodeSession* s, int n, const int32_t* slot_of, const int32_t* tokens,
+                         const uint8_t* want_logits, float* out_logits);
+  void decode_slot_reset(DecodeSession* s, int slot);
 
   /// What a model of `cfg` allocates (zc_model_table.estimate_memory),
   /// computed without allocating it: the parameter and gradient buffers

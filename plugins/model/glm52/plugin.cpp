@@ -198,6 +198,19 @@ class Glm52 : public zcode::sdk::Model {
     model_->decode_reorder(static_cast<glm52::Model<float>::DecodeSession*>(s), src);
   }
   void decode_end(void* s) override { model_->decode_end(static_cast<glm52::Model<float>::DecodeSession*>(s)); }
+  void* decode_slots_begin(int32_t slots, int32_t max_len, int32_t max_tokens) override {
+    zcode::kernels::set_num_threads(threads_);
+    return model_->decode_slots_begin(slots, max_len, max_tokens);
+  }
+  void decode_slots_step(void* s, int32_t n, const int32_t* slot_of, const int32_t* tokens, const uint8_t* want_logits,
+                         float* out) override {
+    zcode::kernels::set_num_threads(threads_);
+    model_->decode_slots_step(static_cast<glm52::Model<float>::DecodeSession*>(s), n, slot_of, tokens, want_logits,
+                              out);
+  }
+  void decode_slot_reset(void* s, int32_t slot) override {
+    model_->decode_slot_reset(static_cast<glm52::Model<float>::DecodeSession*>(s), slot);
+  }
   void forward_logits(const int32_t* tokens, int32_t n, float* out) override {
     zcode::kernels::set_num_threads(threads_);
     if (!tokens || !out || n < 1) throw Error(ZC_ERR_INVALID_ARGUMENT, "forward_logits: NULL buffer or n < 1");

@@ -227,6 +227,16 @@ struct ModelThunks {
     } catch (...) {
     }
   }
+  static zc_status* decode_slots_begin(void* i, int32_t slots, int32_t max_len, int32_t max_tokens, void** out) {
+    return guard([&] { *out = self(i)->decode_slots_begin(slots, max_len, max_tokens); });
+  }
+  static zc_status* decode_slots_step(void* i, void* s, int32_t n, const int32_t* slot_of, const int32_t* tokens,
+                                      const uint8_t* want_logits, float* out) {
+    return guard([&] { self(i)->decode_slots_step(s, n, slot_of, tokens, want_logits, out); });
+  }
+  static zc_status* decode_slot_reset(void* i, void* s, int32_t slot) {
+    return guard([&] { self(i)->decode_slot_reset(s, slot); });
+  }
   static zc_status* forward_logits(void* i, const int32_t* tokens, int32_t n, float* out) {
     return guard([&] { self(i)->forward_logits(tokens, n, out); });
   }
@@ -275,7 +285,10 @@ struct ModelThunks {
                                            &forward_eval,
                                            &activations,
                                            &estimate_memory,
-                                           &named_activations};
+                                           &named_activations,
+                                           &decode_slots_begin,
+                                           &decode_slots_step,
+                                           &decode_slot_reset};
 };
 
 template <class T>

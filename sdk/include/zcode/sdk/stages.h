@@ -254,6 +254,20 @@ class Model : public Stage {
     throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_reorder");
   }
   virtual void decode_end(void* /*session*/) {}
+  /// zc_model_table.decode_slots_begin / decode_slots_step / decode_slot_reset
+  /// (ABI 1.6): a KV cache of independent slots for continuous batching; the
+  /// session ends with decode_end. The header states the batch-invariance
+  /// promise a model keeps. Default: unsupported (serving then says so).
+  virtual void* decode_slots_begin(int32_t /*slots*/, int32_t /*max_len*/, int32_t /*max_tokens*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_slots_begin (no slot KV cache for serving)");
+  }
+  virtual void decode_slots_step(void* /*session*/, int32_t /*n*/, const int32_t* /*slot_of*/,
+                                 const int32_t* /*tokens*/, const uint8_t* /*want_logits*/, float* /*out_logits*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_slots_step");
+  }
+  virtual void decode_slot_reset(void* /*session*/, int32_t /*slot*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_slot_reset");
+  }
   /// zc_model_table.forward_logits: float32 [n, vocab_size] for one sequence.
   virtual void forward_logits(const int32_t* /*tokens*/, int32_t /*n*/, float* /*out_logits*/) {
     throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement forward_logits");

@@ -23,6 +23,20 @@ void rope_table(const T* inv_freq, int n_pos, int pos0, int R, T* cos_tab, T* si
     }
 }
 
+/// rope_table's row for each of `n` arbitrary positions: row r holds
+/// position pos[r], with rope_table's expression (so the same bits as its row
+/// pos[r] − pos0). Serial: a decode step has few rows.
+template <class T>
+void rope_table_at(const T* inv_freq, int n, const int32_t* pos, int R, T* cos_tab, T* sin_tab) {
+  const int h2 = R / 2;
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < h2; ++i) {
+      const T th = static_cast<T>(pos[p]) * inv_freq[i];
+      cos_tab[p * h2 + i] = std::cos(th);
+      sin_tab[p * h2 + i] = std::sin(th);
+    }
+}
+
 /// In place: for every row n (table row tab[n]) and each of the `heads` heads
 /// (head h starts at x + n·ld + h·hd), the first R dims rotate:
 ///   y_i = x_i cos θ − x_{i+R/2} sin θ,  y_{i+R/2} = x_{i+R/2} cos θ + x_i sin θ,
