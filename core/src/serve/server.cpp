@@ -782,6 +782,7 @@ int run_serve_command(const InferenceSource& src, const ServerOptions& opts) {
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not the end of the server
   try {
     InferenceModel model(src);
     Server server(model, opts);

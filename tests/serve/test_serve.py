@@ -1,0 +1,343 @@
+"""`zcode-host serve` against real clients: requests and httpx (Python),
+curl for the error cases, promtool for /metrics; tests/serve/openai_sdk_test.mjs
+drives it with OpenAI's own SDK. The reference for every generated text is
+`zcode-host generate` on the same checkpoint with the same options."""
+import concurrent.futures as cf
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import httpx
+import pytest
+import requests
+
+from conftest import API_KEY, MODEL, Served, auth, generate_cli, post
+
+PROMPTS = ["alpha beta", "the river", "héllo", "sky light stone", "", "naïve 日本 gamma delta the a", "beta",
+           "river river light"]
+
+
+def completion(server, prompt, **kw):
+    body = {"model": MODEL, "prompt": prompt, **kw}
+    r = post(server, "/v1/completions", body)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def stream_events(server, path, body):
+    """The data payloads of a server-sent event stream, each decoded as strict UTF-8."""
+    out = []
+    with requests.post(server.url + path, json=body, headers=auth(), stream=True, timeout=60) as r:
+        assert r.status_code == 200, r.text
+        assert r.headers["Content-Type"].startswith("text/event-stream")
+        buf = b""
+        for chunk in r.iter_content(chunk_size=None):
+            buf += chunk
+            while b"\n\n" in buf:
+                event, buf = buf.split(b"\n\n", 1)
+                assert event.startswith(b"data: "), event
+                out.append(event[6:].decode("utf-8"))  # strict: a split character would raise
+    assert out[-1] == "[DONE]"
+    return out
+
+
+def streamed_text(server, prompt, **kw):
+    events = stream_events(server, "/v1/completions", {"model": MODEL, "prompt": prompt, "stream": True, **kw})
+    pieces = [json.loads(e)["choices"][0]["text"] for e in events[:-1]]
+    for p in pieces:
+        assert "\ufffd" not in p, pieces
+    return "".join(pieces), json.loads(events[-2])["choices"][0]["finish_reason"]
+
+
+def test_models_health_and_api_key(server):
+    r = requests.get(server.url + "/v1/models", headers=auth(), timeout=10)
+    assert r.status_code == 200
+    assert [m["id"] for m in r.json()["data"]] == [MODEL]
+    assert requests.get(server.url + "/health", timeout=10).json() == {"status": "ok"}
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        r = requests.get(server.url + "/v1/models", headers=headers, timeout=10)
+        assert r.status_code == 401
+        assert r.json()["error"]["code"] == "invalid_api_key"
+
+
+@pytest.fixture(scope="module")
+def greedy_refs(checkpoint):
+    return {p: generate_cli(checkpoint, p, "--strategy", "greedy", "--max-new-tokens", "24") for p in PROMPTS}
+
+
+def test_greedy_alone_equals_generate(server, greedy_refs):
+    """Mix 1: one request at a time."""
+    assert any(ord(c) > 127 for t in greedy_refs.values() for c in t), "the corpus should give multi-byte text"
+    for p in PROMPTS:
+        r = completion(server, p, max_tokens=24, temperature=0)
+        assert r["choices"][0]["text"] == greedy_refs[p], p
+
+
+def test_greedy_concurrent_equals_generate(server, greedy_refs):
+    """Mix 2: all prompts at once (8 slots: one batch, prompts prefilled in chunks of 5)."""
+    with cf.ThreadPoolExecutor(len(PROMPTS)) as ex:
+        got = list(ex.map(lambda p: completion(server, p, max_tokens=24, temperature=0), PROMPTS))
+    for p, r in zip(PROMPTS, got):
+        assert r["choices"][0]["text"] == greedy_refs[p], p
+
+
+def test_greedy_among_streams_and_sampling_equals_generate(server, greedy_refs):
+    """Mix 3: greedy requests, half of them streamed, beside sampling requests
+    with longer outputs and n = 2 (more sequences than slots: some wait)."""
+    def greedy(i):
+        p = PROMPTS[i]
+        if i % 2:
+            return p, streamed_text(server, p, max_tokens=24, temperature=0)[0]
+        return p, completion(server, p, max_tokens=24, temperature=0)["choices"][0]["text"]
+
+    def noise(i):
+        completion(server, "stone " * (i + 1), max_tokens=60, temperature=1.0, n=2)
+        return None
+
+    with cf.ThreadPoolExecutor(12) as ex:
+        futs = [ex.submit(noise, i) for i in range(3)] + [ex.submit(greedy, i) for i in range(len(PROMPTS))]
+        results = [f.result() for f in futs]
+    for res in results[3:]:
+        p, text = res
+        assert text == greedy_refs[p], p
+
+
+def test_sampling_with_seed_equals_generate(server, checkpoint):
+    ref = generate_cli(checkpoint, "the", "--strategy", "sample", "--temperature", "0.9", "--top-p", "0.95",
+                       "--top-k", "40", "--seed", "11", "--max-new-tokens", "30")
+    with cf.ThreadPoolExecutor(4) as ex:
+        noise = [ex.submit(completion, server, "alpha", max_tokens=40, temperature=0.7) for _ in range(3)]
+        r = completion(server, "the", max_tokens=30, temperature=0.9, top_p=0.95, top_k=40, seed=11)
+        [f.result() for f in noise]
+    assert r["choices"][0]["text"] == ref
+
+
+def test_n_with_seed_is_reproducible(server, checkpoint):
+    a = completion(server, "sky", max_tokens=20, n=3, seed=5)
+    b = completion(server, "sky", max_tokens=20, n=3, seed=5)
+    assert [c["text"] for c in a["choices"]] == [c["text"] for c in b["choices"]]
+    assert [c["index"] for c in a["choices"]] == [0, 1, 2]
+    # Choice j draws from seed + j: choice 0 is `generate --seed 5`.
+    ref = generate_cli(checkpoint, "sky", "--strategy", "sample", "--temperature", "1", "--seed", "5",
+                       "--max-new-tokens", "20")
+    assert a["choices"][0]["text"] == ref
+    assert a["usage"]["completion_tokens"] >= 3
+
+
+def test_logprobs_are_the_same_bits_alone_and_in_a_batch(server):
+    alone = completion(server, "gamma delta", max_tokens=12, temperature=0, logprobs=3)["choices"][0]["logprobs"]
+    with cf.ThreadPoolExecutor(6) as ex:
+        noise = [ex.submit(completion, server, p, max_tokens=30, temperature=0.8) for p in PROMPTS[:5]]
+        batched = completion(server, "gamma delta", max_tokens=12, temperature=0, logprobs=3)["choices"][0]["logprobs"]
+        [f.result() for f in noise]
+    assert alone == batched  # batch-invariant decoding: not even the last bits differ
+    for lp, top in zip(alone["token_logprobs"], alone["top_logprobs"]):
+        # Keys are token texts: two tokens whose texts are equal (bytes of one
+        # character, shown as U+FFFD) share a key in this legacy format.
+        assert lp <= 0 and 1 <= len(top) <= 3
+        assert lp >= max(top.values())  # greedy takes the most likely token
+        assert sum(math.exp(v) for v in top.values()) <= 1 + 1e-9
+    assert alone["text_offset"][0] == 0
+
+
+def test_streaming_equals_non_streaming_whole_characters(server, greedy_refs):
+    for p in ("héllo", "naïve 日本 gamma delta the a"):
+        text, finish = streamed_text(server, p, max_tokens=24, temperature=0)
+        assert text == greedy_refs[p]
+        assert finish in ("stop", "length")
+    events = stream_events(server, "/v1/completions", {"model": MODEL, "prompt": "beta", "max_tokens": 5,
+                                                       "temperature": 0, "stream": True,
+                                                       "stream_options": {"include_usage": True}})
+    usage = json.loads(events[-2])
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] <= 5
+
+
+def test_stop_strings_across_token_boundaries(server):
+    r = completion(server, "alpha beta", max_tokens=24, temperature=0, logprobs=0)
+    text, toks = r["choices"][0]["text"], r["choices"][0]["logprobs"]["tokens"]
+    # A stop string made of the end of one token and the start of the next.
+    i = next(i for i in range(1, len(toks) - 1) if len(toks[i]) >= 2 and len(toks[i + 1]) >= 2)
+    stop = toks[i][-2:] + toks[i + 1][:2]
+    cut = text.find(stop)
+    assert 0 <= cut
+    got = completion(server, "alpha beta", max_tokens=24, temperature=0, stop=[stop, "zzzz"])["choices"][0]
+    assert (got["text"], got["finish_reason"]) == (text[:cut], "stop")
+    assert streamed_text(server, "alpha beta", max_tokens=24, temperature=0, stop=stop) == (text[:cut], "stop")
+
+
+def test_chat_completions_use_the_documented_template(server, checkpoint):
+    messages = [{"role": "system", "content": "the sky"}, {"role": "user", "content": "alpha beta"}]
+    ref = generate_cli(checkpoint, "System: the sky\n\nUser: alpha beta\n\nAssistant:", "--strategy", "greedy",
+                       "--max-new-tokens", "20", "--stop", "\n\nUser:")
+    r = post(server, "/v1/chat/completions", {"model": MODEL, "messages": messages, "max_tokens": 20,
+                                             "temperature": 0})
+    assert r.status_code == 200, r.text
+    c = r.json()["choices"][0]
+    assert c["message"] == {"role": "assistant", "content": ref}
+    events = stream_events(server, "/v1/chat/completions",
+                           {"model": MODEL, "messages": messages, "max_tokens": 20, "temperature": 0, "stream": True})
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks) == ref
+    # httpx, a second client library, sees the same answer.
+    with httpx.Client(timeout=60) as client:
+        h = client.post(server.url + "/v1/chat/completions", headers=auth(),
+                        json={"model": MODEL, "messages": messages, "max_tokens": 20, "temperature": 0,
+                              "logprobs": True, "top_logprobs": 2})
+    assert h.status_code == 200
+    hc = h.json()["choices"][0]
+    assert hc["message"]["content"] == ref
+    for e in hc["logprobs"]["content"]:
+        assert len(e["top_logprobs"]) == 2
+        assert e["logprob"] == e["top_logprobs"][0]["logprob"] >= e["top_logprobs"][1]["logprob"]
+    # The tokens' bytes, joined, spell the reply (then what a stop string cut).
+    assert b"".join(bytes(e["bytes"]) for e in hc["logprobs"]["content"]).startswith(ref.encode())
+
+
+def curl(server, path, data, *extra):
+    r = subprocess.run(["curl", "-s", "-o", "-", "-w", "\n%{http_code}", "-X", "POST", server.url + path,
+                        "-H", f"Authorization: Bearer {API_KEY}", "-H", "Content-Type: application/json",
+                        "--data-binary", data, *extra], capture_output=True, timeout=30)
+    body, code = r.stdout.decode().rsplit("\n", 1)
+    return int(code), body
+
+
+@pytest.mark.parametrize("path,data,status,needle", [
+    ("/v1/completions", '{"model": "served", "prompt": "a", ', 400, "not valid JSON"),
+    ("/v1/completions", '[1, 2]', 400, "must be a JSON object"),
+    ("/v1/completions", '{"model": "served", "prompt": "a", "colour": 1}', 400, "unknown field 'colour'"),
+    ("/v1/completions", '{"model": "served", "prompt": "a", "max_tokens": "ten"}', 400, "expected an integer"),
+    ("/v1/completions", '{"model": "served", "prompt": "a", "temperature": 3}', 400, "'temperature'"),
+    ("/v1/completions", '{"model": "served", "prompt": 7}', 400, "'prompt'"),
+    ("/v1/completions", '{"model": "served", "prompt": "a", "n": 99}', 400, "'n'"),
+    ("/v1/completions", '{"model": "served", "prompt": [70000]}', 400, "outside the vocabulary"),
+    ("/v1/completions", '{"model": "served", "prompt": "a", "max_tokens": 1000}', 400, "max_tokens 1000"),
+    ("/v1/completions", '{"model": "served", "prompt": "' + "river " * 200 + '"}', 400, "context_length_exceeded"),
+    ("/v1/completions", '{"model": "served", "prompt": "' + "river " * 60 + '", "max_tokens": 100}', 400,
+     "maximum context length is 128"),
+    ("/v1/completions", '{"model": "served", "prompt": "a", "stream_options": {"include_usage": true}}', 400,
+     "only allowed with"),
+    ("/v1/completions", '{"model": "other", "prompt": "a"}', 404, "model_not_found"),
+    ("/v1/chat/completions", '{"model": "served", "messages": []}', 400, "'messages'"),
+    ("/v1/chat/completions", '{"model": "served", "messages": [{"role": "robot", "content": "x"}]}', 400,
+     "is not one of"),
+    ("/v1/chat/completions", '{"model": "served", "messages": [{"role": "user", "content": "x"}], "tools": []}',
+     400, "unknown field 'tools'"),
+    ("/v1/embeddings", '{}', 404, "no such endpoint"),
+], ids=lambda v: v if isinstance(v, str) and len(v) < 40 and not v.startswith("{") else None)
+def test_bad_requests_get_openai_errors(server, path, data, status, needle):
+    code, body = curl(server, path, data)
+    assert code == status, body
+    err = json.loads(body)["error"]
+    assert needle in body, body
+    assert set(err) == {"message", "type", "param", "code"}
+
+
+def test_body_over_the_limit_is_413(server):
+    code, body = curl(server, "/v1/completions", '{"model": "served", "prompt": "' + "a" * 80000 + '"}')
+    assert code == 413
+    assert "larger than the server's limit" in json.loads(body)["error"]["message"]
+
+
+def test_metrics_pass_promtool(server):
+    completion(server, "alpha", max_tokens=4, temperature=0)
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian's prometheus package, installed by install-deps.sh) is missing"
+    r = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
+    samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+               if line and not line.startswith("#")}
+    assert samples["zcode_serve_generated_tokens_total"] >= 4
+    assert samples['zcode_serve_requests_total{code="200",endpoint="/v1/completions"}'] >= 1
+    assert samples["zcode_serve_time_to_first_token_seconds_count"] >= 1
+    assert "zcode_serve_inter_token_latency_seconds_bucket" in text
+    assert samples["zcode_serve_queue_depth"] == 0
+
+
+def metric(url, name):
+    for line in requests.get(url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split(" ")[1])
+    raise KeyError(name)
+
+
+def test_full_queue_is_429_and_a_client_that_leaves_frees_its_slot(checkpoint):
+    s = Served(checkpoint, "--slots", "1", "--max-queue", "1")
+    try:
+        body = {"model": MODEL, "prompt": "alpha", "max_tokens": 100, "temperature": 1.0, "seed": 1}
+
+        def one(_):
+            return requests.post(s.url + "/v1/completions", json=body, timeout=60).status_code
+
+        with cf.ThreadPoolExecutor(8) as ex:
+            codes = list(ex.map(one, range(8)))
+        assert codes.count(429) >= 1 and codes.count(200) >= 2 and set(codes) <= {200, 429}, codes
+
+        # A streaming client that reads one event and goes away.
+        before = metric(s.url, "zcode_serve_generated_tokens_total")
+        with requests.post(s.url + "/v1/completions", json={**body, "stream": True, "max_tokens": 110},
+                           stream=True, timeout=60) as r:
+            next(r.iter_content(chunk_size=None))
+        time.sleep(0.5)
+        assert metric(s.url, "zcode_serve_running_sequences") == 0
+        assert metric(s.url, "zcode_serve_generated_tokens_total") - before < 110
+        # The slot is free: the next request runs at once.
+        assert requests.post(s.url + "/v1/completions", json={**body, "max_tokens": 3}, timeout=10).status_code == 200
+    finally:
+        assert s.stop() == 0, s.stderr()
+
+
+def test_timeout_is_504_or_an_error_event(checkpoint):
+    s = Served(checkpoint, "--slots", "2", "--timeout", "0.005")
+    try:
+        body = {"model": MODEL, "prompt": "the " * 40, "max_tokens": 80, "temperature": 1.0}
+        r = requests.post(s.url + "/v1/completions", json=body, timeout=60)
+        assert r.status_code == 504 and r.json()["error"]["type"] == "timeout", r.text
+        events = stream_events(s, "/v1/completions", {**body, "stream": True})
+        assert json.loads(events[-2])["error"]["type"] == "timeout"
+    finally:
+        assert s.stop() == 0, s.stderr()
+
+
+def test_sigterm_drains_in_flight_requests(checkpoint):
+    s = Served(checkpoint, "--slots", "4")
+    body = {"model": MODEL, "prompt": "stone", "max_tokens": 110, "temperature": 1.0, "seed": 3, "stream": True}
+    pieces = []
+    with requests.post(s.url + "/v1/completions", json=body, stream=True, timeout=60) as r:
+        it = r.iter_lines()
+        first = next(it)
+        assert first.startswith(b"data: ")
+        s.proc.send_signal(signal.SIGTERM)
+        pieces.append(first)
+        pieces.extend(line for line in it if line)
+    assert pieces[-1] == b"data: [DONE]"
+    last = json.loads(pieces[-2][6:])
+    assert last["choices"][0]["finish_reason"] in ("length", "stop")
+    assert s.stop() == 0
+    assert "finishing the requests in flight" in s.stderr()
+
+
+def test_openai_sdk_node_client(server, checkpoint):
+    """OpenAI's own SDK (npm `openai` 4.x, fetched by scripts/fetch-assets.sh) as the client."""
+    node = shutil.which("node")
+    sdk = os.path.join(os.environ.get("NODE_PATH", ""), "openai", "package.json")
+    if not node or not os.path.exists(sdk):
+        pytest.skip(f"needs node and the npm package openai ({sdk}): run scripts/fetch-assets.sh")
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([node, os.path.join(here, "openai_sdk_client.cjs"), server.url, API_KEY, MODEL],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    got = json.loads(r.stdout.decode("utf-8"))
+    ref = generate_cli(checkpoint, "alpha beta", "--strategy", "greedy", "--max-new-tokens", "24")
+    chat_ref = generate_cli(checkpoint, "System: the sky\n\nUser: alpha beta\n\nAssistant:", "--strategy", "greedy",
+                            "--max-new-tokens", "20", "--stop", "\n\nUser:")
+    assert got["models"] == [MODEL]
+    assert got["completion"] == ref and got["completion_streamed"] == ref
+    assert got["completion_finish"] in ("stop", "length")
+    assert got["chat"] == chat_ref and got["chat_streamed"] == chat_ref and got["chat_role"] == "assistant"
+    assert got["error_status"] == 404 and got["error_code"] == "model_not_found"
