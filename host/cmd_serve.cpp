@@ -41,6 +41,8 @@ int cmd_serve(const std::vector<std::string>& args) {
       "tokens per slot, prompt and completion; 0 = model.max_seq_len")(
       "prefill-chunk", po::value(&o.scheduler.prefill_chunk)->default_value(o.scheduler.prefill_chunk),
       "prompt tokens of one sequence per decode step")(
+      "max-step-tokens", po::value(&o.scheduler.max_step_tokens)->default_value(o.scheduler.max_step_tokens),
+      "tokens through the model per step, decode and prompt chunks; 0 = slots + 4 x prefill-chunk")(
       "max-queue", po::value(&o.scheduler.max_queue)->default_value(o.scheduler.max_queue),
       "sequences waiting for a slot; more get 429")("timeout",
                                                     po::value(&o.request_timeout_s)->default_value(o.request_timeout_s),

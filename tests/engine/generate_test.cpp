@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -265,6 +267,26 @@ TEST(SamplingReference, MatchesPython) {
     ++lines;
   }
   EXPECT_GT(lines, 100);
+}
+
+// argmax against a strict left-to-right scan (ties: the lowest id; a NaN never
+// wins, and NaN everywhere gives 0), on lengths around its 16-lane blocks.
+TEST(Argmax, EqualsAStrictScan) {
+  std::mt19937 rng(9);
+  for (int64_t n : {1, 5, 15, 16, 17, 31, 32, 33, 50257}) {
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 7)) - 3.f;  // many ties
+      if (rep % 3 == 1) x[rng() % x.size()] = std::numeric_limits<float>::quiet_NaN();
+      if (rep % 5 == 2) x[0] = std::numeric_limits<float>::quiet_NaN();
+      int64_t best = 0;  // the strict scan, from the first value that is not NaN
+      while (best + 1 < n && std::isnan(x[static_cast<size_t>(best)])) ++best;
+      for (int64_t i = best + 1; i < n; ++i)
+        if (x[static_cast<size_t>(i)] > x[static_cast<size_t>(best)]) best = i;
+      if (std::isnan(x[static_cast<size_t>(best)])) best = 0;
+      EXPECT_EQ(zcode::gen::argmax(x.data(), n), best) << "n " << n << ", rep " << rep;
+    }
+  }
 }
 
 }  // namespace

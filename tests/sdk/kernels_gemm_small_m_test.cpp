@@ -91,6 +91,24 @@ TEST(GemmSmallM, RowIndependentOfBatchPositionAndThreads) {
   EXPECT_EQ(0, std::memcmp(one.data(), all.data() + 5 * N, sizeof(float) * N));
 }
 
+// The register-blocked tiles (4 rows of x on AVX-512, 2 on AVX2) give every
+// output the chain of the one-row path: each row of a 13-row batch (three
+// tiles and a remainder on AVX-512) equals that row alone, bit for bit, on
+// every variant this CPU has, with K not a multiple of the vector width.
+TEST(GemmSmallM, TiledRowsEqualSingleRowsOnEveryVariant) {
+  const int N = 77, K = 203, M = 13;
+  const std::vector<float> x = uniform(size_t(M) * K, 5), W = uniform(size_t(N) * K, 6);
+  for (Isa isa : zcode_test::kAllIsas) {
+    std::vector<float> all(size_t(M) * N), one(N);
+    if (!zcode::kernels::linear_fwd_small_m_on(isa, M, N, K, x.data(), W.data(), all.data(), N)) continue;
+    for (int i = 0; i < M; ++i) {
+      zcode::kernels::linear_fwd_small_m_on(isa, 1, N, K, x.data() + size_t(i) * K, W.data(), one.data(), N);
+      EXPECT_EQ(0, std::memcmp(one.data(), all.data() + size_t(i) * N, sizeof(float) * N))
+          << zcode::kernels::isa_name(isa) << ", row " << i;
+    }
+  }
+}
+
 TEST(GemmSmallM, BestVariantIsOneThisCpuHas) {
   const Isa best = zcode::kernels::best_isa();
   float y = 0;

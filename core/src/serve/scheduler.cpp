@@ -34,7 +34,7 @@ struct Scheduler::Running {
 Scheduler::Scheduler(const InferenceModel& model, const SchedulerOptions& opts)
     : model_(model), table_(model.model_table()), opts_(opts), vocab_(model.vocab_size()), eos_(model.eos_id()) {
   if (opts_.max_len <= 0) opts_.max_len = model.max_seq_len();
-  if (opts_.max_step_tokens <= 0) opts_.max_step_tokens = opts_.slots + opts_.prefill_chunk;
+  if (opts_.max_step_tokens <= 0) opts_.max_step_tokens = opts_.slots + 4 * opts_.prefill_chunk;
   if (opts_.slots < 1 || opts_.prefill_chunk < 1 || opts_.max_queue < 0 || opts_.max_len < 2 ||
       opts_.max_len > model.max_seq_len() || opts_.max_step_tokens < opts_.slots)
     throw std::invalid_argument("serve: slots " + std::to_string(opts_.slots) + ", prefill_chunk " +
@@ -240,6 +240,7 @@ void Scheduler::step() {
     }
   }
   if (n == 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
   zc_status* st = table_->decode_slots_step(model_.model().get(), session_, n, slot_of_.data(), tokens_.data(),
                                             want_.data(), logits_.data());
   if (st) {
@@ -251,13 +252,16 @@ void Scheduler::step() {
       if (r) finish(*r, FinishReason::kError, msg);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lk(m_);
-    ++stats_.steps;
-    stats_.prompt_tokens += prompt_tokens;
-  }
+  const auto t1 = std::chrono::steady_clock::now();
   for (int32_t i = 0; i < rows; ++i)
     choose(*row_owner_[static_cast<size_t>(i)], logits_.data() + static_cast<size_t>(i) * static_cast<size_t>(vocab_));
+  const auto t2 = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lk(m_);
+  ++stats_.steps;
+  stats_.step_entries += static_cast<uint64_t>(n);
+  stats_.prompt_tokens += prompt_tokens;
+  stats_.model_seconds += std::chrono::duration<double>(t1 - t0).count();
+  stats_.choose_seconds += std::chrono::duration<double>(t2 - t1).count();
 }
 
 }  // namespace zcode::serve

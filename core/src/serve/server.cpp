@@ -63,6 +63,37 @@ struct Metrics {
                                    .Help("Sequences in the running batch")
                                    .Register(*reg)
                                    .Add({});
+  prometheus::Counter& steps = prometheus::BuildCounter()
+                                   .Name("zcode_serve_decode_steps_total")
+                                   .Help("Decode steps of the running batch")
+                                   .Register(*reg)
+                                   .Add({});
+  prometheus::Counter& step_entries = prometheus::BuildCounter()
+                                          .Name("zcode_serve_step_tokens_total")
+                                          .Help("Tokens through the model over all steps (decode and prompt)")
+                                          .Register(*reg)
+                                          .Add({});
+  prometheus::Counter& model_seconds = prometheus::BuildCounter()
+                                           .Name("zcode_serve_model_seconds_total")
+                                           .Help("Time in the model's decode steps")
+                                           .Register(*reg)
+                                           .Add({});
+  prometheus::Counter& choose_seconds = prometheus::BuildCounter()
+                                            .Name("zcode_serve_sampling_seconds_total")
+                                            .Help("Time picking tokens and turning them into text and events")
+                                            .Register(*reg)
+                                            .Add({});
+  SchedulerStats last{};
+  std::mutex last_m;
+  /// Brings the counters fed by the scheduler's stats up to date.
+  void sync(const SchedulerStats& s) {
+    std::lock_guard<std::mutex> lk(last_m);
+    steps.Increment(static_cast<double>(s.steps - last.steps));
+    step_entries.Increment(static_cast<double>(s.step_entries - last.step_entries));
+    model_seconds.Increment(s.model_seconds - last.model_seconds);
+    choose_seconds.Increment(s.choose_seconds - last.choose_seconds);
+    last = s;
+  }
   prometheus::Histogram& ttft =
       prometheus::BuildHistogram()
           .Name("zcode_serve_time_to_first_token_seconds")
@@ -479,6 +510,7 @@ void Server::Impl::routes() {
     const SchedulerStats s = scheduler->stats();
     metrics.queue_depth.Set(static_cast<double>(s.queued));
     metrics.running.Set(static_cast<double>(s.running));
+    metrics.sync(s);
     res.set_content(prometheus::TextSerializer().Serialize(metrics.reg->Collect()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });

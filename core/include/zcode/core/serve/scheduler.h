@@ -84,13 +84,16 @@ struct SchedulerOptions {
   int32_t slots = 32;           ///< sequences decoded together (KV-cache slots)
   int32_t max_len = 0;          ///< tokens per slot; 0 = the model's max_seq_len
   int32_t prefill_chunk = 64;   ///< prompt tokens of one sequence per step
-  int32_t max_step_tokens = 0;  ///< entries per step; 0 = slots + prefill_chunk
+  int32_t max_step_tokens = 0;  ///< entries per step; 0 = slots + 4 · prefill_chunk
   int32_t max_queue = 64;       ///< sequences waiting for a slot; submit refuses more
 };
 
 struct SchedulerStats {
   int64_t queued = 0, running = 0;
   uint64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+  uint64_t step_entries = 0;  ///< decode and prompt entries over all steps (÷ steps: the mean batch)
+  double model_seconds = 0;   ///< in decode_slots_step
+  double choose_seconds = 0;  ///< picking tokens and the sinks' work (detokenizing, events)
 };
 
 class Scheduler {
