@@ -103,6 +103,7 @@ uint32_t Engine::Impl::emit(zc_event_kind kind, const std::string& metrics_json)
                       cb.component()->as<zc_callback_table>()->on_event(cb.get(), &e, &flags));
     all |= flags;
   }
+  for (EngineObserver* o : observers) all |= o->on_event(static_cast<uint32_t>(kind), step, metrics_json);
   return all;
 }
 
@@ -694,6 +695,27 @@ int Engine::run() {
 }
 
 void Engine::preflight() { impl_->preflight(true); }
+
+void Engine::add_observer(EngineObserver* observer) {
+  if (observer) impl_->observers.push_back(observer);
+}
+
+zc_stage_ref Engine::model() const { return impl_->model.ref(); }
+zc_stage_ref Engine::tokenizer() const { return impl_->tokenizer.ref(); }
+
+fs::path Engine::save_checkpoint() {
+  Impl& m = *impl_;
+  if (!m.model || !m.optimizer || m.run_dir.empty())
+    throw std::runtime_error("save_checkpoint: nothing to save before run() (or after a failed start)");
+  const fs::path root = m.run_dir / "checkpoints";
+  std::error_code ec;
+  if (fs::exists(root / "latest", ec)) {
+    const fs::path latest = ckpt::resolve("latest", m.run_dir);
+    if (latest.filename() == "step_" + std::to_string(m.step)) return latest;
+  }
+  m.save_checkpoint_all();
+  return ckpt::resolve("latest", m.run_dir);
+}
 
 int Engine::profile(int steps) {
   Impl& m = *impl_;

@@ -89,6 +89,7 @@ struct Engine::Impl {
   StageInstance eval_train_data;
   std::vector<std::pair<std::string, StageInstance>> evaluators;  // name, instance
   std::vector<std::pair<std::string, StageInstance>> callbacks;   // "callbacks[i].type", instance
+  std::vector<EngineObserver*> observers;                         // Engine::add_observer, after the callbacks
 
   // The flat parameter layout and the ranks' shards of it (multi-process
   // or deterministic runs), and with ZeRO-1 this rank's part of every

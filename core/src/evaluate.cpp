@@ -88,6 +88,11 @@ uint32_t Engine::Impl::evaluate_and_emit(bool count_best) {
 }
 
 int Engine::evaluate(const std::string& checkpoint, const std::string& split, const std::string& out_json) {
+  return evaluate(checkpoint, split, out_json, nullptr);
+}
+
+int Engine::evaluate(const std::string& checkpoint, const std::string& split, const std::string& out_json,
+                     std::vector<std::pair<std::string, double>>* metrics) {
   Impl& m = *impl_;
   try {
     dist::require_one_process("evaluate");
@@ -137,6 +142,7 @@ int Engine::evaluate(const std::string& checkpoint, const std::string& split, co
       ckpt::write_file_atomic(out_json, result(false) + "\n");
       log::info("Metrics written to " + out_json);
     }
+    if (metrics) *metrics = values;
     return kExitOk;
   } catch (...) {
     return report("evaluate");

@@ -25,7 +25,10 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <zcode/abi.h>
 
 namespace zcode {
 
@@ -61,6 +64,20 @@ struct EngineOptions {
   bool install_signal_handlers = true;
 };
 
+/// An in-process observer of a run: the events callback plugins receive
+/// through the ABI (zc_event), for programs that embed the engine (the Python
+/// bindings' callbacks). Called on the thread running the engine, after the
+/// callback plugins, with the same event.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  /// `kind` a zc_event_kind (ZC_EVENT_SETUP, STEP_END, EVAL_END, CHECKPOINT,
+  /// TEARDOWN); `metrics_json` the event's JSON object (CHECKPOINT: {"path",
+  /// "step"}). Returns ZC_CALLBACK_* flags (0: go on). An exception fails the
+  /// run: its message is logged as one error line, run() returns 1.
+  virtual uint32_t on_event(uint32_t kind, uint64_t step, const std::string& metrics_json) = 0;
+};
+
 /// Runs one experiment. Not copyable; one Engine per thread.
 class Engine {
  public:
@@ -83,6 +100,10 @@ class Engine {
   /// evaluators, data loader and tokenizer, without training. Prints the
   /// metrics; writes them as JSON to `out_json` when it is not "".
   int evaluate(const std::string& checkpoint, const std::string& split, const std::string& out_json);
+  /// The same, also giving the metrics (name, value, in the order the
+  /// evaluators reported them) to `metrics` when it returns 0.
+  int evaluate(const std::string& checkpoint, const std::string& split, const std::string& out_json,
+               std::vector<std::pair<std::string, double>>* metrics);
 
   /// Runs `steps` training steps without writing checkpoints and writes a
   /// Chrome trace (`trace.json`, chrome://tracing format) of the engine's
@@ -104,6 +125,20 @@ class Engine {
 
   /// The run folder (valid after run/profile started).
   const std::filesystem::path& run_dir() const;
+
+  /// Adds an observer (borrowed: it must outlive the calls that run).
+  void add_observer(EngineObserver* observer);
+
+  /// After run(): the stages stay until the Engine is destroyed. The model
+  /// and tokenizer stages of the last run ({NULL, NULL} before one), for
+  /// embedding programs (parameters, forward_logprobs, encode). One thread
+  /// at a time, as every stage (abi.h).
+  zc_stage_ref model() const;
+  zc_stage_ref tokenizer() const;
+  /// Writes a checkpoint of the current state after run() (the newest one,
+  /// when it already holds this step) and returns its folder. Throws
+  /// std::runtime_error before a run, or when the write fails.
+  std::filesystem::path save_checkpoint();
 
  private:
   struct Impl;
