@@ -12,8 +12,9 @@ PyTorch, in one run.
    server-sent events) sends the 32 prompts at 1, 8 and 32 concurrent
    requests: throughput (generated tokens / wall time), time to first token
    and inter-token latency (gaps between the stream's events) p50/p99.
-   Concurrency 1 is the sequential baseline: the same prompts one at a time
-   through the same warm server process.
+   The sequential baseline: the same prompts one at a time through
+   zcode.Engine.generate in one warm Python process (the same scheduler,
+   without HTTP); concurrency 1 is printed beside it.
 4. The PyTorch peer: bench/decode/torch_decode.py (glm52_torch.GLM52 with a
    KV cache) on the checkpoint's weights and the same prompts, batch 32,
    tuned (OpenMP OpenBLAS, jemalloc) with the OpenBLAS kernel the server
@@ -142,6 +143,31 @@ def load(url, model, prompts, new, concurrency):
             "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99), "itl_p50": pct(gaps, 50), "itl_p99": pct(gaps, 99)}
 
 
+ENGINE_BASELINE = r'''
+import json, sys, time
+import zcode  # before anything that loads OpenBLAS
+ckpt, prompts, new = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+engine = zcode.Engine.from_checkpoint(ckpt)
+engine.generate(prompts[0], strategy="greedy", max_new_tokens=4)  # warm: load, first step
+t0 = time.perf_counter()
+tokens = sum(len(engine.generate(p, strategy="greedy", max_new_tokens=new)["ids"]) for p in prompts)
+print(json.dumps({"tokens": tokens, "wall_s": time.perf_counter() - t0}))
+'''
+
+
+def engine_baseline(a, ckpt, prompts):
+    """The same prompts one at a time through zcode.Engine.generate in one warm process."""
+    pypath = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.zcode_host))), "python")
+    env = dict(os.environ, PYTHONPATH=pypath)
+    p = subprocess.run([PY, "-c", ENGINE_BASELINE, ckpt, json.dumps(prompts), str(a.new)], capture_output=True,
+                       text=True, env=env, check=False)
+    if p.returncode != 0:
+        raise Failed("the Engine.generate baseline failed:\n" + "\n".join((p.stdout + p.stderr).splitlines()[-15:]))
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["tokens_per_s"] = r["tokens"] / r["wall_s"]
+    return r
+
+
 def torch_peer(a, work, ckpt, prompts, blas_kernel):
     with open(os.path.join(ckpt, "state.json"), encoding="utf-8") as f:
         arch = json.load(f)["stages"]["model"]["architecture"]
@@ -218,7 +244,7 @@ def main():
             rounds = []
             for _ in range(a.rounds):
                 res = [load(url, model, prompts, a.new, c) for c in (1, 8, 32)]
-                rounds.append((res, torch_peer(a, a.work, ckpt, prompts, kernel)))
+                rounds.append((res, torch_peer(a, a.work, ckpt, prompts, kernel), engine_baseline(a, ckpt, prompts)))
         finally:
             srv.terminate()
             srv.wait(timeout=60)
@@ -230,7 +256,7 @@ def main():
     print(f"{'round':>5} {'concurrency':>11} {'tokens':>7} {'wall s':>8} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p99':>9} "
           f"{'ITL p50':>8} {'ITL p99':>8} {'step':>8} {'batch':>6} {'model':>6} {'sampling':>8}")
     ratios = []
-    for k, (results, peer) in enumerate(rounds):
+    for k, (results, peer, base) in enumerate(rounds):
         for r in results:
             print(f"{k + 1:>5} {r['concurrency']:>11} {r['tokens']:>7} {r['wall_s']:>8.2f} {r['tokens_per_s']:>8.1f} "
                   f"{r['ttft_p50'] * 1e3:>7.0f}ms {r['ttft_p99'] * 1e3:>7.0f}ms {r['itl_p50'] * 1e3:>6.1f}ms "
@@ -239,15 +265,19 @@ def main():
         print(f"{k + 1:>5} pytorch tuned, batch {SLOTS}: {peer['tokens']} tokens, prefill {peer['prefill_s']:.2f} s, "
               f"decode {peer['decode_s']:.2f} s: {peer['tokens_per_s']:.1f} tok/s "
               f"({peer['decode_tokens_per_s']:.1f} in decode)")
+        print(f"{k + 1:>5} Engine.generate one prompt at a time (warm process): {base['tokens']} tokens, "
+              f"{base['wall_s']:.2f} s: {base['tokens_per_s']:.1f} tok/s")
         seq, c32 = results[0], results[2]
-        ratios.append((c32["tokens_per_s"] / seq["tokens_per_s"], c32["itl_p99"] / seq["itl_p99"],
-                       c32["tokens_per_s"] / peer["tokens_per_s"]))
+        ratios.append((c32["tokens_per_s"] / base["tokens_per_s"], c32["itl_p99"] / seq["itl_p99"],
+                       c32["tokens_per_s"] / peer["tokens_per_s"], c32["tokens_per_s"] / seq["tokens_per_s"]))
     print("(step: mean model time of one decode step; batch: mean tokens per step; model, sampling: shares of "
           "the wall time in the model and in picking tokens / making text, from the server's /metrics)")
-    med = [statistics.median(r[i] for r in ratios) for i in range(3)]
-    rng = [(min(r[i] for r in ratios), max(r[i] for r in ratios)) for i in range(3)]
-    print(f"throughput at 32 concurrent / sequential: {med[0]:.2f}x (rounds {rng[0][0]:.2f}-{rng[0][1]:.2f}; "
-          f"goal >= 5x)")
+    med = [statistics.median(r[i] for r in ratios) for i in range(4)]
+    rng = [(min(r[i] for r in ratios), max(r[i] for r in ratios)) for i in range(4)]
+    print(f"(throughput at 32 concurrent / the server at 1 concurrent: {med[3]:.2f}x, rounds "
+          f"{rng[3][0]:.2f}-{rng[3][1]:.2f})")
+    print(f"throughput at 32 concurrent / sequential Engine.generate: {med[0]:.2f}x (rounds "
+          f"{rng[0][0]:.2f}-{rng[0][1]:.2f}; goal >= 5x)")
     print(f"p99 inter-token latency at 32 / single stream: {med[1]:.2f} (rounds {rng[1][0]:.2f}-{rng[1][1]:.2f}; "
           f"goal < 2)")
     print(f"zcode serve at 32 / pytorch tuned batch 32: {med[2]:.2f}x (rounds {rng[2][0]:.2f}-{rng[2][1]:.2f}; "

@@ -31,6 +31,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace py = pybind11;
@@ -361,14 +362,16 @@ struct PyEngine {
     }
   };
 
-  py::list generate(const std::vector<std::string>& prompts, const serve::SamplingParams& p,
+  py::list generate(const std::vector<std::variant<std::string, std::vector<int32_t>>>& prompts,
+                    const serve::SamplingParams& p,
                     const std::vector<std::string>& stop, const std::string& which) {
     ensure_inference(which);
     std::vector<std::shared_ptr<Collect>> outs;
     std::vector<serve::SequenceRequest> seqs;
-    for (const auto& text : prompts) {
+    for (const auto& prompt : prompts) {
       serve::SequenceRequest s;
-      s.prompt = inference->encode(text);
+      if (const auto* text = std::get_if<std::string>(&prompt)) s.prompt = inference->encode(*text);
+      else s.prompt = std::get<std::vector<int32_t>>(prompt);
       if (s.prompt.empty()) {
         const int32_t start = inference->bos_id() >= 0 ? inference->bos_id() : inference->eos_id();
         if (start < 0) throw py::value_error("generate: empty prompt and the tokenizer has no <bos>");

@@ -241,7 +241,8 @@ class Engine:
 
     def generate(self, prompts, max_new_tokens=None, strategy=None, temperature=None, top_k=None, top_p=None,
                  seed=None, stop=None, checkpoint=""):
-        """Generates for a prompt (str) or a batch (list of str), all at once
+        """Generates for a prompt (str, or a list of token ids) or a batch (a
+        list of them), all at once
         through the server's continuous-batching scheduler. Options default
         to the config's `generation` section; strategy greedy or sample. The
         ids equal `zcode-host generate`'s for the same options and seed.
@@ -263,8 +264,11 @@ class Engine:
         p.seed = int(seed)
         p.max_new_tokens = int(g.get("max_new_tokens", 64) if max_new_tokens is None else max_new_tokens)
         stops = list(g.get("stop", [])) + ([stop] if isinstance(stop, str) else list(stop or []))
-        single = isinstance(prompts, str)
-        out = self._native.generate([prompts] if single else list(prompts), p, stops, str(checkpoint))
+        single = isinstance(prompts, str) or (isinstance(prompts, (list, tuple)) and len(prompts) > 0 and
+                                              isinstance(prompts[0], int))
+        batch = [prompts] if single else [x if isinstance(x, str) else [int(i) for i in x] for x in prompts]
+        out = self._native.generate([x if isinstance(x, str) else list(x) for x in batch], p, stops,
+                                    str(checkpoint))
         for o in out:
             o["text"] = o["text"].decode("utf-8")
         return out[0] if single else out

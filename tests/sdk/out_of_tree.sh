@@ -67,6 +67,20 @@ else
   echo "SKIP: assets not fetched (scripts/fetch-assets.sh): the installed hf://gpt2 is not checked"
 fi
 
+echo "== the installed Python package and the zcode command"
+"$prefix/bin/zcode" --version | head -1 | grep -q '^zcode-host ' || { echo "FAIL: $prefix/bin/zcode --version"; exit 1; }
+pydir=$(find "$prefix/lib" -maxdepth 3 -type d -name dist-packages | head -n1)
+if [ -n "$pydir" ] && [ -d "$pydir/zcode" ]; then
+  # The one line of the README: PYTHONPATH=<prefix>/lib/python3.X/dist-packages (for /usr/local,
+  # Debian's python3 looks there already). The package finds the installed plugins beside it.
+  got=$(cd "$work" && env -u ZCODE_PLUGIN_PATH PYTHONPATH="$pydir" /usr/bin/python3 -c \
+        'import zcode, zcode._zcode as z; print(zcode.__version__, *z.bundled_plugin_dirs())')
+  echo "   $got"
+  case "$got" in *" $prefix/lib/zcode/plugins") ;; *) echo "FAIL: installed zcode: $got"; exit 1 ;; esac
+else
+  echo "SKIP: the Python package was not built (pybind11-dev or /usr/bin/python3 missing)"
+fi
+
 echo "== out-of-tree plugin: examples/plugins/hello_callback (find_package(ZCodeSDK))"
 cmake -S "$src/examples/plugins/hello_callback" -B "$work/hello" "${flags[@]}" >"$work/hello.log" 2>&1 || { cat "$work/hello.log"; exit 1; }
 cmake --build "$work/hello" >>"$work/hello.log" 2>&1 || { cat "$work/hello.log"; exit 1; }
