@@ -24,7 +24,7 @@ PKGS=(
   prometheus-cpp-dev prometheus libcpp-httplib-dev
   libprotobuf-dev protobuf-compiler python3-protobuf python3-crc32c
   libicu-dev python3-nltk wordnet-base wamerican
-  pybind11-dev python3-pytest python3-requests python3-httpx
+  pybind11-dev python3-pytest python3-requests python3-httpx curl
 )
 # Node.js and npm fetch data assets (tokenizer files) and run the tokenizer reference
 # implementations. The machine image may carry its own Node.js; Debian's is used only when

@@ -8,6 +8,7 @@
 #include <zcode/core/inference_model.h>
 #include <zcode/core/log.h>
 #include <zcode/core/registry.h>
+#include <zcode/core/serve/text_stream.h>
 #include <zcode/core/stage_factory.h>
 #include <zcode/sdk/buffers.h>
 
@@ -116,16 +117,15 @@ int run_command(const Command& c, std::ostream& out) {
     // 3. Encode, generate, decode.
     const std::vector<int32_t> ids_buf = im.encode(c.prompt);
     auto decode = [&](std::span<const int32_t> ids) { return im.decode(ids); };
-    // Text is cut before the first stop string; streaming holds back as many
-    // bytes as could still start a stop string.
-    size_t hold = 0;
-    for (const auto& s : o.stop) hold = std::max(hold, s.size() - 1);
+    // Text is cut before the first stop string; streaming holds back what a
+    // stop string could still claim and any part of a UTF-8 character
+    // (serve::TextStream, the server's rule too).
     auto cut_at_stop = [&](const std::string& text) {
       size_t cut = text.size();
       for (const auto& s : o.stop) cut = std::min(cut, text.find(s));
       return cut;
     };
-    size_t printed = 0;
+    serve::TextStream stream(o.stop);
     std::vector<int32_t> so_far;
     Hooks hooks;
     hooks.warn = [](const std::string& w) { log::warn(w); };
@@ -137,19 +137,12 @@ int run_command(const Command& c, std::ostream& out) {
     if (c.stream && o.strategy != "beam")
       hooks.on_token = [&](int32_t id) {
         so_far.push_back(id);
-        const std::string text = decode(so_far);
-        const size_t upto = std::min(cut_at_stop(text), text.size() > hold ? text.size() - hold : 0);
-        if (upto > printed) {
-          out << text.substr(printed, upto - printed) << std::flush;
-          printed = upto;
-        }
+        bool stopped = false;
+        out << stream.push(decode(so_far), &stopped) << std::flush;
       };
     ModelDecoder dec(im.model(), im.vocab_size());
     Result r = generate(dec, ids_buf, o, bos, eos, static_cast<int32_t>(cfg.model().max_seq_len), hooks);
-    std::string text = decode(r.generated);
-    text.resize(std::min(text.size(), cut_at_stop(text)));
-    if (text.size() > printed) out << text.substr(printed);
-    out << "\n" << std::flush;
+    out << stream.finish(decode(r.generated)) << "\n" << std::flush;
     log::debug("generate: " + std::to_string(r.generated.size()) + " tokens, stopped by " + stop_reason_name(r.reason));
     return 0;
   } catch (const UsageError& e) {

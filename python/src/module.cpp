@@ -48,7 +48,8 @@ std::vector<std::string> bundled_plugin_dirs() {
   if (!dladdr(reinterpret_cast<void*>(&bundled_plugin_dirs), &info) || !info.dli_fname) return {};
   const fs::path here = fs::path(info.dli_fname).parent_path();
   std::vector<std::string> out;
-  for (const fs::path& p : {here / ".." / ".." / "lib" / "zcode" / "plugins", here / ".." / ".." / ".." / "zcode" / "plugins"}) {
+  for (const fs::path& p :
+       {here / ".." / ".." / "lib" / "zcode" / "plugins", here / ".." / ".." / ".." / "zcode" / "plugins"}) {
     std::error_code ec;
     if (fs::is_directory(p, ec)) out.push_back(p.lexically_normal().string());
   }
@@ -107,8 +108,7 @@ auto loading(F&& f) {
   } catch (const ConfigValidationError& e) {
     raise_validation(e);
   } catch (const ConfigLoadError& e) {
-    PyErr_SetObject(g_validation_error.ptr(),
-                    py::make_tuple(std::string(e.what()), py::list()).ptr());
+    PyErr_SetObject(g_validation_error.ptr(), py::make_tuple(std::string(e.what()), py::list()).ptr());
     throw py::error_already_set();
   }
 }
@@ -126,8 +126,8 @@ class PyObserver : public EngineObserver {
     obj_ = py::object();
   }
   uint32_t on_event(uint32_t kind, uint64_t step, const std::string& metrics_json) override {
-    const char* method = kind == ZC_EVENT_STEP_END    ? "on_step_end"
-                         : kind == ZC_EVENT_EVAL_END  ? "on_eval_end"
+    const char* method = kind == ZC_EVENT_STEP_END     ? "on_step_end"
+                         : kind == ZC_EVENT_EVAL_END   ? "on_eval_end"
                          : kind == ZC_EVENT_CHECKPOINT ? "on_checkpoint"
                                                        : nullptr;
     if (!method) return 0;
@@ -135,8 +135,8 @@ class PyObserver : public EngineObserver {
     if (!py::hasattr(obj_, method)) return 0;
     try {
       py::object metrics = py::module_::import("json").attr("loads")(metrics_json);
-      py::object r = kind == ZC_EVENT_CHECKPOINT ? obj_.attr(method)(metrics["path"])
-                                                 : obj_.attr(method)(step, metrics);
+      py::object r =
+          kind == ZC_EVENT_CHECKPOINT ? obj_.attr(method)(metrics["path"]) : obj_.attr(method)(step, metrics);
       // A callback may return True to stop the run (as a plugin's REQUEST_STOP).
       return py::isinstance<py::bool_>(r) && r.cast<bool>() ? ZC_CALLBACK_REQUEST_STOP : 0;
     } catch (py::error_already_set& e) {
@@ -182,9 +182,8 @@ py::dict param_arrays(const StageView& m, bool grads) {
       throw std::runtime_error(std::string("parameter ") + list.params[i].name + " is not a float32 CPU tensor");
     std::vector<py::ssize_t> shape(d->shape, d->shape + d->ndim);
     // No copy: the array's memory is the plugin's buffer; `owner` keeps it alive.
-    out[py::str(list.params[i].name)] =
-        py::array(py::dtype::of<float>(), shape, {}, static_cast<float*>(d->data) + d->byte_offset / sizeof(float),
-                  m.owner);
+    out[py::str(list.params[i].name)] = py::array(
+        py::dtype::of<float>(), shape, {}, static_cast<float*>(d->data) + d->byte_offset / sizeof(float), m.owner);
   }
   return out;
 }
@@ -200,7 +199,8 @@ py::dict param_addresses(const StageView& m) {
   return out;
 }
 
-py::array_t<float> forward_logprobs(const StageView& m, py::array_t<int32_t, py::array::c_style | py::array::forcecast> ids,
+py::array_t<float> forward_logprobs(const StageView& m,
+                                    py::array_t<int32_t, py::array::c_style | py::array::forcecast> ids,
                                     py::object targets_in) {
   if (ids.ndim() != 2) throw py::value_error("forward_logprobs: ids must be int [batch, seq]");
   const int64_t B = ids.shape(0), T = ids.shape(1);
@@ -363,8 +363,7 @@ struct PyEngine {
   };
 
   py::list generate(const std::vector<std::variant<std::string, std::vector<int32_t>>>& prompts,
-                    const serve::SamplingParams& p,
-                    const std::vector<std::string>& stop, const std::string& which) {
+                    const serve::SamplingParams& p, const std::vector<std::string>& stop, const std::string& which) {
     ensure_inference(which);
     std::vector<std::shared_ptr<Collect>> outs;
     std::vector<serve::SequenceRequest> seqs;
@@ -457,16 +456,15 @@ PYBIND11_MODULE(_zcode, m) {
                   })
       .def_static("from_text",
                   [](const std::string& text, const std::string& origin, std::vector<std::string> plugin_paths) {
-                    return loading(
-                        [&] { return config_from(HarnessConfig::from_string(text, origin), plugin_paths); });
+                    return loading([&] { return config_from(HarnessConfig::from_string(text, origin), plugin_paths); });
                   })
       .def_static("from_checkpoint",
                   [](const std::string& dir, std::vector<std::string> plugin_paths) {
                     return loading([&] {
                       const fs::path d = ckpt::resolve(dir, fs::path("."));
-                      return config_from(HarnessConfig::from_string(ckpt::stored_config_json(d),
-                                                                    (d / "state.json").string()),
-                                         plugin_paths);
+                      return config_from(
+                          HarnessConfig::from_string(ckpt::stored_config_json(d), (d / "state.json").string()),
+                          plugin_paths);
                     });
                   })
       .def("with_overrides",
@@ -527,17 +525,16 @@ PYBIND11_MODULE(_zcode, m) {
            [](const PyEngine& e) {
              return (fs::path(e.config.cfg.logging().output_dir) / e.config.cfg.experiment_name()).string();
            })
-      .def("stage",
-           [](py::object self, const std::string& which) {
-             PyEngine& e = self.cast<PyEngine&>();
-             StageView v;
-             v.owner = self;
-             if (e.engine && e.engine->model().instance) {
-               v.ref = which == "model" ? e.engine->model() : e.engine->tokenizer();
-             } else {
-               e.ensure_inference("");
-               v.ref = which == "model" ? e.inference->model().ref() : e.inference->tokenizer().ref();
-             }
-             return v;
-           });
+      .def("stage", [](py::object self, const std::string& which) {
+        PyEngine& e = self.cast<PyEngine&>();
+        StageView v;
+        v.owner = self;
+        if (e.engine && e.engine->model().instance) {
+          v.ref = which == "model" ? e.engine->model() : e.engine->tokenizer();
+        } else {
+          e.ensure_inference("");
+          v.ref = which == "model" ? e.inference->model().ref() : e.inference->tokenizer().ref();
+        }
+        return v;
+      });
 }
