@@ -497,4 +497,13 @@ std::string HarnessConfig::section_json(std::string_view section) const {
   return v ? json_text(*v) : std::string("{}");
 }
 
+std::string HarnessConfig::evaluator_options_json(std::string_view evaluator) const {
+  JsonDoc scratch;
+  const JsonValue& r = current(*impl_, scratch);
+  const JsonValue* e = member(r, "evaluation");
+  JsonDoc opts;
+  config_detail::evaluator_options(e, evaluator, opts, opts.GetAllocator());
+  return json_text(opts);
+}
+
 }  // namespace zcode

@@ -119,6 +119,11 @@ struct PluginSection {
 /// filled, so default names count). With no provider, `found` stays false.
 std::vector<PluginSection> plugin_sections(const JsonValue& named, const SchemaProvider* provider);
 
+/// HarnessConfig::evaluator_options_json's object from the `evaluation`
+/// section (null: {}): every member but the other listed evaluators' subsections.
+void evaluator_options(const JsonValue* evaluation, std::string_view evaluator, JsonDoc& out,
+                       rapidjson::MemoryPoolAllocator<>& a);
+
 /// The tokenizer's options object for `data.tokenizer` (string form becomes
 /// {"path": ref}) and its component name (type, or inferred from the path).
 void tokenizer_options(const JsonValue* tok, JsonValue& out, JsonAlloc& a);

@@ -60,6 +60,21 @@ std::string tokenizer_component(const JsonValue* tok) {
   return "bpe";
 }
 
+void evaluator_options(const JsonValue* evaluation, std::string_view evaluator, JsonDoc& out,
+                       rapidjson::MemoryPoolAllocator<>& a) {
+  out.SetObject();
+  if (!evaluation || !evaluation->IsObject()) return;
+  std::vector<std::string> others;
+  if (const JsonValue* pl = member(*evaluation, "plugins"); pl && pl->IsArray())
+    for (const auto& p : pl->GetArray())
+      if (p.IsString() && fold(p.GetString()) != fold(std::string(evaluator))) others.push_back(p.GetString());
+  for (const auto& m : evaluation->GetObject()) {
+    const std::string key(m.name.GetString(), m.name.GetStringLength());
+    if (std::find(others.begin(), others.end(), key) != others.end()) continue;
+    out.AddMember(JsonValue(key.c_str(), a), JsonValue(m.value, a), a);
+  }
+}
+
 std::vector<PluginSection> plugin_sections(const JsonValue& named, const SchemaProvider* provider) {
   std::vector<PluginSection> out;
   auto add = [&](zc_kind kind, const char* word, const JsonValue* name, std::string component, std::string name_path,
@@ -739,6 +754,9 @@ std::vector<ConfigError> HarnessConfig::check(const SchemaProvider* provider) co
         raw_section = member(named, "callbacks");
         size_t i = std::stoul(s.section_path.substr(10));
         raw_section = &(*raw_section)[static_cast<rapidjson::SizeType>(i)];
+      } else if (s.kind == ZC_KIND_EVALUATOR) {
+        // Each evaluator sees the shared keys and its own subsection only.
+        evaluator_options(member(m.raw, "evaluation"), s.component, section, section.GetAllocator());
       } else {
         raw_section = member(m.raw, s.section_path);
       }

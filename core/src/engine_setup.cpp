@@ -119,10 +119,10 @@ void Engine::Impl::create_core_stages(bool training) {
     scheduler =
         stages->create(ZC_KIND_SCHEDULER, cfg.scheduler().type, "scheduler.type", cfg.section_json("scheduler"));
   }
-  const std::string eval_opts = cfg.section_json("evaluation");
   for (const auto& name : cfg.evaluation().plugins)
-    evaluators.emplace_back(name, stages->create(ZC_KIND_EVALUATOR, name, "evaluation.plugins", eval_opts,
-                                                 {.tokenizer = tokenizer.ref(), .model = model.ref()}));
+    evaluators.emplace_back(
+        name, stages->create(ZC_KIND_EVALUATOR, name, "evaluation.plugins", cfg.evaluator_options_json(name),
+                             {.tokenizer = tokenizer.ref(), .model = model.ref()}));
 }
 
 void Engine::Impl::make_groups() {

@@ -525,6 +525,22 @@ TEST(Validate, UnknownKeysWithHints) {
   EXPECT_EQ(parse(c.section_json("model"))["d_model"].GetInt(), 64);
 }
 
+// Each evaluator gets the shared keys of `evaluation` and its own subsection,
+// never another listed evaluator's (so lm's schema, which refuses unknown
+// keys, accepts a config that configures the generation evaluator).
+TEST(Validate, EachEvaluatorSeesItsOwnSubsection) {
+  HarnessConfig c = valid(
+      "evaluation:\n  plugins: [lm, generation]\n  split: val\n  generation: {max_documents: 3}\n"
+      "  lm: {x: 1}\n");
+  const auto lm = parse(c.evaluator_options_json("lm"));
+  EXPECT_TRUE(lm.HasMember("lm") && lm.HasMember("split") && lm.HasMember("plugins"));
+  EXPECT_FALSE(lm.HasMember("generation"));
+  const auto g = parse(c.evaluator_options_json("generation"));
+  EXPECT_EQ(g["generation"]["max_documents"].GetInt(), 3);
+  EXPECT_FALSE(g.HasMember("lm"));
+  EXPECT_EQ(std::string(g["split"].GetString()), "val");
+}
+
 TEST(Validate, MissingRequired) {
   EXPECT_EQ(errors_of("seed: 1\n"), (Lines{"data: missing required key"}));
   EXPECT_EQ(errors_of("data:\n  batch_size: 4\n"), (Lines{"data.train_path: missing required key"}));

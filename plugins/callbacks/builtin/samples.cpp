@@ -1,4 +1,5 @@
 // `samples` callback (see callbacks.h): text from fixed prompts during training.
+#include <zcode/generation/config_options.h>
 #include <zcode/generation/generate.h>
 #include <zcode/generation/model_decoder.h>
 #include <zcode/sdk/buffers.h>
@@ -19,22 +20,8 @@ Samples::Samples(const CreateContext& ctx) : host_(ctx.host()), tokenizer_(ctx.t
   every_ = every_option(ctx, "eval_every", "callbacks.samples.every");
   prompts_ = o.get_list<std::string>("prompts", {"The meaning of life is", "You will", "A fortune: "});
   if (prompts_.empty()) invalid_argument("callbacks.samples.prompts: expected at least one prompt, found []");
-  const Options g = ctx.config().object("generation");
-  opts_.strategy = g.get<std::string>("strategy", "greedy");
-  opts_.temperature = g.get<double>("temperature", 1.0);
-  opts_.top_k = static_cast<int32_t>(g.get<int64_t>("top_k", 0));
-  opts_.top_p = g.get<double>("top_p", 1.0);
-  opts_.num_beams = static_cast<int32_t>(g.get<int64_t>("num_beams", 4));
-  opts_.length_penalty = g.get<double>("length_penalty", 1.0);
-  opts_.penalty_alpha = g.get<double>("penalty_alpha", 0.6);
-  opts_.seed = g.get<uint64_t>("seed", ctx.config().get<uint64_t>("seed", 0));
-  opts_.max_new_tokens = static_cast<int32_t>(o.get<int64_t>("max_new_tokens", 32));
-  if (opts_.strategy == "beam" && opts_.num_beams < 2) opts_.num_beams = 2;
-  try {
-    gen::validate(opts_);
-  } catch (const std::invalid_argument& e) {
-    invalid_argument(std::string("callbacks.samples: ") + e.what());
-  }
+  opts_ = gen::options_from_config(ctx.config().object("generation"), ctx.config().get<uint64_t>("seed", 0),
+                                   static_cast<int32_t>(o.get<int64_t>("max_new_tokens", 32)), "callbacks.samples");
   max_seq_len_ = static_cast<int32_t>(ctx.config().object("model").get<int64_t>("max_seq_len", 256));
   const std::string rel = o.get<std::string>("path", "logs/samples.jsonl");
   if (ctx.run_dir().empty() && !rel.starts_with("/"))

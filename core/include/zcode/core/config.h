@@ -306,6 +306,11 @@ class HarnessConfig {
   /// section is unknown). For "data.tokenizer" the tokenizer's options
   /// object. For "callbacks" a JSON array.
   std::string section_json(std::string_view section) const;
+  /// The options of evaluator `name`: the `evaluation` section without the
+  /// subsections of the other evaluators listed in evaluation.plugins (each
+  /// evaluator may have its own, under its name: `evaluation.generation`),
+  /// so every evaluator's schema sees the shared keys and its own subsection.
+  std::string evaluator_options_json(std::string_view name) const;
   /// The whole resolved config (defaults filled, overrides applied, plus an
   /// `overrides` list) as compact JSON: the config_json given to plugins.
   std::string to_json() const;
