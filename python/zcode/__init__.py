@@ -141,7 +141,9 @@ class HarnessConfig:
 class Model:
     """The model of a run (after run()) or of a checkpoint. Parameters and
     gradients are NumPy arrays over the model's own float32 buffers (no copy:
-    writing one changes the model)."""
+    writing one changes the model). They keep the Engine object alive, and
+    stay valid until that Engine runs again (a new run() builds a new model;
+    copy what must outlive it)."""
 
     def __init__(self, stage):
         self._stage = stage
