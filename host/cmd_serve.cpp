@@ -67,8 +67,20 @@ int cmd_serve(const std::vector<std::string>& args) {
     std::cerr << "zcode-host serve: --port: " << o.port << " is outside 0..65535\n";
     return kUsageError;
   }
-  if (!(o.request_timeout_s > 0)) {
-    std::cerr << "zcode-host serve: --timeout: " << o.request_timeout_s << " must be > 0\n";
+  if (!(o.request_timeout_s > 0 && o.request_timeout_s <= 1e6)) {
+    std::cerr << "zcode-host serve: --timeout: " << o.request_timeout_s << " must be in (0, 1e6] seconds\n";
+    return kUsageError;
+  }
+  if (!(max_body_mb <= 1024)) {
+    std::cerr << "zcode-host serve: --max-body-mb: " << max_body_mb << " must be <= 1024\n";
+    return kUsageError;
+  }
+  if (o.max_n < 1) {
+    std::cerr << "zcode-host serve: --max-n: " << o.max_n << " must be >= 1\n";
+    return kUsageError;
+  }
+  if (o.max_prompt_tokens < 0 || o.max_tokens_limit < 0) {
+    std::cerr << "zcode-host serve: --max-prompt-tokens and --max-tokens-limit must be >= 0 (0: the context)\n";
     return kUsageError;
   }
   o.max_body_bytes = static_cast<size_t>(max_body_mb * (1 << 20));

@@ -245,6 +245,9 @@ def test_body_over_the_limit_is_413(server):
 
 def test_metrics_pass_promtool(server):
     completion(server, "alpha", max_tokens=4, temperature=0)
+    # Odd paths, unauthenticated: counted under a fixed label, not their bytes.
+    for path in ("/v1/%ff%22%0a%5c", "/v1/x1", "/v1/x2"):
+        assert requests.get(server.url + path, timeout=10).status_code == 401
     text = requests.get(server.url + "/metrics", timeout=10).text
     promtool = shutil.which("promtool")
     assert promtool, "promtool (Debian's prometheus package, installed by install-deps.sh) is missing"
@@ -257,6 +260,8 @@ def test_metrics_pass_promtool(server):
     assert samples["zcode_serve_time_to_first_token_seconds_count"] >= 1
     assert "zcode_serve_inter_token_latency_seconds_bucket" in text
     assert samples["zcode_serve_queue_depth"] == 0
+    assert samples['zcode_serve_requests_total{code="401",endpoint="other"}'] >= 3
+    assert "x1" not in text
 
 
 def metric(url, name):
@@ -341,3 +346,82 @@ def test_openai_sdk_node_client(server, checkpoint):
     assert got["completion_finish"] in ("stop", "length")
     assert got["chat"] == chat_ref and got["chat_streamed"] == chat_ref and got["chat_role"] == "assistant"
     assert got["error_status"] == 404 and got["error_code"] == "model_not_found"
+
+
+def raw_post(url, path, body, headers=()):
+    """One HTTP/1.1 POST over a plain socket; returns (status, body bytes)."""
+    import socket
+    from urllib.parse import urlparse
+    u = urlparse(url)
+    with socket.create_connection((u.hostname, u.port), timeout=30) as sock:
+        head = f"POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + "".join(h + "\r\n" for h in headers)
+        if not any(h.lower().startswith("transfer-encoding") for h in headers):
+            head += f"Content-Length: {len(body)}\r\n"
+        sock.sendall(head.encode() + b"\r\n" + body)
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    status = int(data.split(b" ", 2)[1])
+    return status, data.split(b"\r\n\r\n", 1)[1]
+
+
+def test_hostile_bodies_get_errors_never_a_crash(checkpoint):
+    s = Served(checkpoint, "--slots", "2", "--max-queue", "2")
+    try:
+        # 120,000 nested arrays (240 KB): a recursive parser overflows its stack here.
+        deep = b'{"model":"served","prompt":' + b"[" * 120000 + b"]" * 120000 + b"}"
+        code, body = raw_post(s.url, "/v1/completions", deep)
+        assert code == 400, body[:200]
+        # Invalid UTF-8 is refused, and the error itself is valid JSON in UTF-8.
+        code, body = raw_post(s.url, "/v1/completions", b'{"model":"ser\xffved","prompt":"a"}')
+        assert code == 400 and json.loads(body.decode("utf-8"))["error"]["type"] == "invalid_request_error"
+        # A chunked upload is refused before its body is read (the size limit needs a length).
+        code, body = raw_post(s.url, "/v1/completions", b"5\r\nhello\r\n0\r\n\r\n",
+                              ["Transfer-Encoding: chunked"])
+        assert code == 411, body
+        # A field twice, a NUL inside a role, more sequences than the server holds.
+        for b, needle in ((b'{"model":"served","prompt":"a","max_tokens":2,"max_tokens":-5}', b"appears twice"),
+                          (b'{"model":"served","messages":[{"role":"user\\u0000x","content":"a"}]}', b"not one of"),
+                          (b'{"model":"served","prompt":["a","b"],"n":3,"max_tokens":2}', b"exceed what this server")):
+            code, body = raw_post(s.url, "/v1/chat/completions" if b"messages" in b else "/v1/completions", b)
+            assert code == 400 and needle in body, body
+        # A NUL inside content is content, not its end.
+        full = requests.post(s.url + "/v1/chat/completions", timeout=30, json={
+            "model": MODEL, "messages": [{"role": "user", "content": "a\u0000 sky river stone"}], "max_tokens": 1})
+        cut = requests.post(s.url + "/v1/chat/completions", timeout=30, json={
+            "model": MODEL, "messages": [{"role": "user", "content": "a"}], "max_tokens": 1})
+        assert full.json()["usage"]["prompt_tokens"] > cut.json()["usage"]["prompt_tokens"]
+        # A temperature that underflows 1/T samples as greedy, not garbage.
+        g = requests.post(s.url + "/v1/completions", timeout=30, json={
+            "model": MODEL, "prompt": "the sky", "max_tokens": 8, "temperature": 0}).json()["choices"][0]["text"]
+        t = requests.post(s.url + "/v1/completions", timeout=30, json={
+            "model": MODEL, "prompt": "the sky", "max_tokens": 8, "temperature": 5e-324, "seed": 1}).json()
+        assert t["choices"][0]["text"] == g
+        assert requests.get(s.url + "/health", timeout=10).json() == {"status": "ok"}
+    finally:
+        assert s.stop() == 0, s.stderr()
+
+
+def test_sigterm_exits_even_with_a_client_dribbling_headers(checkpoint):
+    import socket
+    from urllib.parse import urlparse
+    s = Served(checkpoint, "--slots", "2")
+    u = urlparse(s.url)
+    sock = socket.create_connection((u.hostname, u.port), timeout=60)
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+    t0 = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    for _ in range(25):  # a header line a second, never the blank line
+        if s.proc.poll() is not None:
+            break
+        try:
+            sock.sendall(b"X-Slow: 1\r\n")
+        except OSError:
+            break
+        time.sleep(1)
+    assert s.stop(timeout=30) == 0
+    assert time.time() - t0 < 30
+    sock.close()

@@ -1,6 +1,8 @@
 // Parsing OpenAI-style requests (openai_api.h), with rapidjson.
 #include "serve/openai_api.h"
 
+#include <zcode/core/serve/text_stream.h>
+
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
@@ -80,12 +82,16 @@ std::string error_json(const ApiError& e) {
   w.Key("error");
   w.StartObject();
   w.Key("message");
-  w.String(e.what());
+  const std::string message = sanitize_utf8(e.text);  // a message may quote the client's bytes
+  w.String(message.c_str(), static_cast<rapidjson::SizeType>(message.size()));
   w.Key("type");
   w.String(e.type.c_str());
   w.Key("param");
   if (e.param.empty()) w.Null();
-  else w.String(e.param.c_str());
+  else {
+    const std::string param = sanitize_utf8(e.param);
+    w.String(param.c_str(), static_cast<rapidjson::SizeType>(param.size()));
+  }
   w.Key("code");
   if (e.code.empty()) w.Null();
   else w.String(e.code.c_str());
@@ -96,7 +102,9 @@ std::string error_json(const ApiError& e) {
 
 GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_n) {
   rapidjson::Document d;
-  d.Parse(body.c_str(), body.size());
+  // Iterative (no recursion: a deeply nested body cannot overflow the stack)
+  // and UTF-8-validating (so nothing echoed in an error is malformed).
+  d.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(body.c_str(), body.size());
   if (d.HasParseError())
     bad("", std::string("the body is not valid JSON: ") + rapidjson::GetParseError_En(d.GetParseError()) + " at byte " +
                 std::to_string(d.GetErrorOffset()));
@@ -140,9 +148,11 @@ GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_
                                               "logit_bias",
                                               "response_format"};
   const auto& known = chat ? kChat : kCompletion;
+  std::set<std::string> seen;
   for (const auto& m : d.GetObject()) {
     const std::string k(m.name.GetString(), m.name.GetStringLength());
     if (!known.count(k)) bad(k, "unknown field '" + k + "' for " + (chat ? "/v1/chat/completions" : "/v1/completions"));
+    if (!seen.insert(k).second) bad(k, "field '" + k + "' appears twice");
   }
   GenerationRequest r;
   r.chat = chat;
@@ -165,7 +175,9 @@ GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_
         bad(where + ".role", "'" + where + ".role': expected a string");
       if (!m.HasMember("content") || !m["content"].IsString())
         bad(where + ".content", "'" + where + ".content': expected a string (multi-part content is not supported)");
-      ChatMessage cm{m["role"].GetString(), m["content"].GetString()};
+      if (m.HasMember("name") && !m["name"].IsString())
+        bad(where + ".name", "'" + where + ".name': expected a string, found " + type_name(m["name"]));
+      ChatMessage cm{string(m["role"], "role"), string(m["content"], "content")};  // NULs kept
       if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "developer")
         bad(where + ".role",
             "'" + where + ".role': '" + cm.role + "' is not one of system, developer, user, assistant");
@@ -235,8 +247,8 @@ GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_
     }
     if (has("response_format")) {
       const Value& f = d["response_format"];
-      if (!f.IsObject() || !f.HasMember("type") || !f["type"].IsString() ||
-          std::string(f["type"].GetString()) != "text")
+      if (!f.IsObject() || f.MemberCount() != 1 || !f.HasMember("type") || !f["type"].IsString() ||
+          string(f["type"], "response_format.type") != "text")
         bad("response_format", "'response_format': only {\"type\": \"text\"} is supported");
     }
   } else {

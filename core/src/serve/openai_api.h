@@ -23,9 +23,11 @@ struct ApiError : std::runtime_error {
         status(status),
         type(std::move(type)),
         param(std::move(param)),
-        code(std::move(code)) {}
+        code(std::move(code)),
+        text(std::move(message)) {}
   int status;
   std::string type, param, code;
+  std::string text;  ///< the message with any NUL it quotes (what() ends at the first)
 };
 /// {"error": {"message", "type", "param", "code"}} (param, code null when empty).
 std::string error_json(const ApiError& e);

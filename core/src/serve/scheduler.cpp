@@ -68,6 +68,10 @@ Scheduler::~Scheduler() {
 }
 
 bool Scheduler::submit(std::vector<SequenceRequest> seqs) {
+  if (static_cast<int64_t>(seqs.size()) > int64_t{opts_.slots} + opts_.max_queue)
+    throw std::invalid_argument(
+        "n: " + std::to_string(seqs.size()) + " sequences (prompts x n) exceed what this server holds at once (" +
+        std::to_string(opts_.slots) + " slots + a queue of " + std::to_string(opts_.max_queue) + ")");
   for (const auto& s : seqs) {
     const SamplingParams& p = s.params;
     if (!s.sink) throw std::invalid_argument("serve: a sequence without a sink");

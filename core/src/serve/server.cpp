@@ -15,11 +15,14 @@
 #include <rapidjson/writer.h>
 
 #include <pthread.h>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <iostream>
@@ -35,6 +38,14 @@ using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 using api::ApiError;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The endpoint label of a path: a fixed set, so clients cannot add series
+// (or bytes Prometheus refuses) to /metrics.
+std::string endpoint_label(const std::string& path) {
+  for (const char* e : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"})
+    if (path == e) return e;
+  return "other";
+}
 
 // Prometheus metrics of the server (prometheus-cpp's registry and text format).
 struct Metrics {
@@ -85,9 +96,13 @@ struct Metrics {
                                             .Add({});
   SchedulerStats last{};
   std::mutex last_m;
-  /// Brings the counters fed by the scheduler's stats up to date.
-  void sync(const SchedulerStats& s) {
+  /// Brings the gauges and the counters fed by the scheduler's stats up to
+  /// date (stats read under the lock: concurrent scrapes never go backwards).
+  void sync(const Scheduler& sched) {
     std::lock_guard<std::mutex> lk(last_m);
+    const SchedulerStats s = sched.stats();
+    queue_depth.Set(static_cast<double>(s.queued));
+    running.Set(static_cast<double>(s.running));
     steps.Increment(static_cast<double>(s.steps - last.steps));
     step_entries.Increment(static_cast<double>(s.step_entries - last.step_entries));
     model_seconds.Increment(s.model_seconds - last.model_seconds);
@@ -177,10 +192,16 @@ void write_logprobs(Writer& w, const std::vector<TokenEvent>& evs, const std::ve
   w.Key("top_logprobs");
   w.StartArray();
   for (const auto& e : evs) {
+    // Keys are token texts; two tokens may read the same (bytes of one
+    // character, both U+FFFD): the first, more likely one keeps the key.
     w.StartObject();
+    std::vector<std::string> keys;
     for (const auto& a : e.top) {
-      w.Key(sanitize_utf8(token_text(a.id)).c_str());
+      std::string k = sanitize_utf8(token_text(a.id));
+      if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+      w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
       w.Double(a.logprob);
+      keys.push_back(std::move(k));
     }
     w.EndObject();
   }
@@ -490,13 +511,21 @@ void Server::Impl::routes() {
   }));
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // cpp-httplib 0.11 applies the body limit to Content-Length bodies only:
+    // a chunked upload would be read whole. Refused before its body is read.
+    if (req.method == "POST" && req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+      reply_error(res, ApiError(411, "invalid_request_error",
+                                "request bodies need a Content-Length (chunked uploads are not accepted)"));
+      metrics.count(endpoint_label(req.path), 411);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (opts.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     if (auth == "Bearer " + opts.api_key) return httplib::Server::HandlerResponse::Unhandled;
     reply_error(res, ApiError(401, "invalid_request_error",
                               auth.empty() ? "missing API key (Authorization: Bearer <key>)" : "incorrect API key", "",
                               "invalid_api_key"));
-    metrics.count(req.path, 401);
+    metrics.count(endpoint_label(req.path), 401);
     return httplib::Server::HandlerResponse::Handled;
   });
 
@@ -507,10 +536,7 @@ void Server::Impl::routes() {
   });
 
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const SchedulerStats s = scheduler->stats();
-    metrics.queue_depth.Set(static_cast<double>(s.queued));
-    metrics.running.Set(static_cast<double>(s.running));
-    metrics.sync(s);
+    metrics.sync(*scheduler);
     res.set_content(prometheus::TextSerializer().Serialize(metrics.reg->Collect()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -622,8 +648,9 @@ void Server::Impl::generation(const httplib::Request& hreq, httplib::Response& r
     call->choices.resize(total);
     call->remaining = static_cast<int>(total);
     std::vector<SequenceRequest> seqs;
-    const auto deadline =
-        t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.request_timeout_s));
+    // At most a year: further away, the tick count of the time point would overflow.
+    const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(std::min(opts.request_timeout_s, 3.2e7)));
     for (size_t p = 0; p < prompts.size(); ++p)
       for (int32_t j = 0; j < r.n; ++j) {
         const size_t i = p * static_cast<size_t>(r.n) + static_cast<size_t>(j);
@@ -823,6 +850,9 @@ int run_serve_command(const InferenceSource& src, const ServerOptions& opts) {
               << model.config().experiment_name() << "', step " << model.step() << ", " << opts.scheduler.slots
               << " slots)" << std::endl;
     std::atomic<bool> signalled{false};
+    std::mutex served_m;
+    std::condition_variable served_cv;
+    bool served = false;
     std::thread waiter([&] {
       int sig = 0;
       sigwait(&sigs, &sig);
@@ -830,8 +860,23 @@ int run_serve_command(const InferenceSource& src, const ServerOptions& opts) {
       log::info(std::string("serve: ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
                 ": finishing the requests in flight, then exiting");
       server.shutdown();
+      // cpp-httplib joins its workers before serve() returns, and a worker
+      // reading a client that dribbles bytes waits out its read timeout per
+      // line: the drain is bounded here instead. Every sequence has ended.
+      std::unique_lock<std::mutex> lk(served_m);
+      if (!served_cv.wait_for(lk, std::chrono::seconds(15), [&] { return served; })) {
+        log::warn("serve: connections still open 15 s after the drain; exiting without them");
+        log::close_file();
+        std::fflush(nullptr);
+        std::_Exit(0);
+      }
     });
     server.serve();
+    {
+      std::lock_guard<std::mutex> lk(served_m);
+      served = true;
+    }
+    served_cv.notify_all();
     if (!signalled.exchange(true)) pthread_kill(waiter.native_handle(), SIGTERM);
     waiter.join();
     log::info("serve: stopped");

@@ -99,6 +99,12 @@ int32_t sample(const float* logits, int64_t n, double temperature, int32_t top_k
     std::sort(c.begin(), c.end(), by_value_then_id);
   }
   const double mx = c[0].first;
+  if (!std::isfinite(mx)) {
+    // logits / temperature overflowed (a temperature near 0): its limit, greedy.
+    const int32_t id = argmax(logits, n);
+    if (logprob) *logprob = token_logprob(logits, n, id);
+    return id;
+  }
   double sum = 0;
   for (size_t i = 0; i < kept; ++i) {
     c[i].first = std::exp(c[i].first - mx);

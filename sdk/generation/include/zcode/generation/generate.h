@@ -29,7 +29,8 @@
 //      (the last one if rounding leaves none). The state starts at `seed` and
 //      advances by 0x9E3779B97F4A7C15 per draw (SplitMix64, Steele et al. 2014).
 //
-// Edge cases: top_p >= 1 disables the nucleus; top_k > vocab keeps the whole
+// Edge cases: a temperature so small that logits / temperature overflows
+// (e.g. 1e-320) picks as temperature 0 does (argmax); top_p >= 1 disables the nucleus; top_k > vocab keeps the whole
 // vocab; an empty prompt starts from <bos> (or <eos> when the tokenizer has no
 // <bos>); a prompt longer than max_seq_len − max_new_tokens keeps its last
 // max_seq_len − max_new_tokens tokens (with a warning), and max_new_tokens is
