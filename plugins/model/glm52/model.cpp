@@ -902,6 +902,7 @@ struct Model<T>::DecodeSession {
   int max_tokens = 0;
   std::vector<int32_t> len;           // [slots] tokens in each slot's cache
   std::vector<int32_t> pos_of;        // [max_tokens] position of each entry of a step
+  std::vector<int32_t> row_of;        // decode_step: entry i is cache row i
   std::vector<T> rope_cos, rope_sin;  // [max_tokens, rotary/2] one table row per entry
   std::vector<T> hrows;               // [max_tokens, d] final hidden rows that want logits
 };
@@ -1212,6 +1213,12 @@ typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len)
   const size_t per = size_t(c.n_layers) * batch * max_len * c.n_kv_heads * c.head_dim;
   s->kc.assign(per, T(0));
   s->vc.assign(per, T(0));
+  s->pos_of.assign(size_t(batch), 0);
+  s->row_of.resize(size_t(batch));
+  for (int i = 0; i < batch; ++i) s->row_of[size_t(i)] = i;
+  const size_t h2 = std::max<size_t>(size_t(c.rotary_dims() / 2), 1);
+  s->rope_cos.assign(size_t(batch) * h2, T(0));
+  s->rope_sin.assign(size_t(batch) * h2, T(0));
   s->threads = omp_get_max_threads();
   s->prow.assign(size_t(s->threads) * max_len, T(0));
   s->ws = std::make_unique<Workspace>();
@@ -1222,35 +1229,31 @@ typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len)
   return s.release();
 }
 
+// The forward of one decode call, shared by decode_step and decode_slots_step:
+// entry i appends tokens[i] to cache row slot_of[i] at position s->pos_of[i]
+// (validated by the caller). Every entry's key and value are written before
+// any attends, so a slot's later entries see its earlier ones. `invariant`:
+// every linear through linear_fwd_small_m (slot decoding's batch invariance);
+// otherwise up to kSmallM rows do and more go to OpenBLAS, as training.
 template <class T>
-void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_logits) {
+void Model<T>::decode_rows(DecodeSession* s, int n, const int32_t* slot_of, const int32_t* tokens,
+                           const uint8_t* want_logits, float* out_logits, bool invariant) {
   const Config& c = cfg_;
-  if (!s) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: no session");
-  if (s->slots) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: not for a slot session (use decode_slots_step)");
-  if (s->pos >= s->max_len)
-    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: session is full (max_len " + std::to_string(s->max_len) + ")");
   if (omp_get_max_threads() > s->threads) {
     s->threads = omp_get_max_threads();
     s->prow.assign(size_t(s->threads) * s->max_len, T(0));
   }
-  for (int i = 0; i < s->batch; ++i)
-    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
-      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: tokens[" + std::to_string(i) +
-                                               "] = " + std::to_string(tokens[i]) + " out of range [0, " +
-                                               std::to_string(c.vocab_size) + ")");
   Workspace& ws = *s->ws;
-  const int Bn = s->batch;
-  Ctx<T> k{c, params_.get(), grads_.get(), ws, Bn, 1, Bn, nullptr, 0.0, 0.0, s, false};  // dropless
-  const int64_t N = Bn, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
+  Ctx<T> k{c, params_.get(), grads_.get(), ws, n, 1, n, nullptr, 0.0, 0.0, s, invariant};  // dropless
+  const int64_t N = n, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
   const int64_t kvw = Hkv * hd;
-  const bool deep = c.residual == Residual::kDeepNorm;
+  const int h2 = c.rotary_dims() / 2;
   const T scale = T(1) / std::sqrt(static_cast<T>(hd));
-  const int pos = s->pos;
-  for (int64_t n = 0; n < N; ++n) ws.pos[n] = 0;  // row of the one-position RoPE table
+  for (int64_t i = 0; i < N; ++i) ws.pos[i] = static_cast<int32_t>(i);  // entry i uses table row i
   {
     T* x0 = ws.X(0);
     const T* E = params_.get() + off_embed_;
-    for (int64_t n = 0; n < N; ++n) std::memcpy(x0 + n * d, E + int64_t{tokens[n]} * d, sizeof(T) * size_t(d));
+    for (int64_t i = 0; i < N; ++i) std::memcpy(x0 + i * d, E + int64_t{tokens[i]} * d, sizeof(T) * size_t(d));
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerOffsets& lo = layers_[l];
@@ -1258,48 +1261,82 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
     T* x = ws.X(l);
     T* xn = ws.X(l + 1);
     qkv_fwd(k, lo, a, x);
-    rope_fwd(k, lo.rope, a.qkv, 1, pos);  // one table row: every sequence is at `pos`
-    T* kc = s->kc.data() + size_t(l) * Bn * s->max_len * kvw;
-    T* vc = s->vc.data() + size_t(l) * Bn * s->max_len * kvw;
-    for (int64_t n = 0; n < N; ++n) {
-      std::memcpy(kc + (n * s->max_len + pos) * kvw, a.qkv + n * qd + H * hd, sizeof(T) * size_t(kvw));
-      std::memcpy(vc + (n * s->max_len + pos) * kvw, a.qkv + n * qd + (H + Hkv) * hd, sizeof(T) * size_t(kvw));
+    if (h2 > 0) {
+      // The table row of entry i is rope_table's row for position pos_of[i]:
+      // the same expression, so the same bits as decode_step's table.
+      for (int i = 0; i < h2; ++i) ws.inv_freq[i] = std::exp(params_[lo.rope + i]);
+      zcode::kernels::rope_table_at(ws.inv_freq, static_cast<int>(N), s->pos_of.data(), c.rotary_dims(),
+                                    s->rope_cos.data(), s->rope_sin.data());
+      zcode::kernels::rope_fwd(a.qkv, N, qd, static_cast<int>(H + Hkv), static_cast<int>(hd), c.rotary_dims(),
+                               s->rope_cos.data(), s->rope_sin.data(), ws.pos);
+    }
+    T* kc = s->kc.data() + size_t(l) * s->batch * s->max_len * kvw;
+    T* vc = s->vc.data() + size_t(l) * s->batch * s->max_len * kvw;
+    for (int64_t i = 0; i < N; ++i) {  // every entry's key and value first: later entries of a slot attend to them
+      const int64_t at = int64_t{slot_of[i]} * s->max_len + s->pos_of[size_t(i)];
+      std::memcpy(kc + at * kvw, a.qkv + i * qd + H * hd, sizeof(T) * size_t(kvw));
+      std::memcpy(vc + at * kvw, a.qkv + i * qd + (H + Hkv) * hd, sizeof(T) * size_t(kvw));
     }
     const int group = static_cast<int>(H / Hkv);
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < N; ++i)
       for (int64_t h = 0; h < H; ++h) {
         const int64_t g = h / group;
+        const int64_t base = int64_t{slot_of[i]} * s->max_len * kvw + g * hd;
         T* prow = s->prow.data() + size_t(omp_get_thread_num()) * s->max_len;
-        attend_row(a.qkv + n * qd + h * hd, kc + n * s->max_len * kvw + g * hd, vc + n * s->max_len * kvw + g * hd, kvw,
-                   pos + 1, static_cast<const int32_t*>(nullptr), 0, static_cast<int>(hd), scale, c.dynamic_head_mask,
-                   static_cast<T>(c.entropy_threshold), prow, a.o + n * H * hd + h * hd);
+        attend_row(a.qkv + i * qd + h * hd, kc + base, vc + base, kvw, s->pos_of[size_t(i)] + 1,
+                   static_cast<const int32_t*>(nullptr), 0, static_cast<int>(hd), scale, c.dynamic_head_mask,
+                   static_cast<T>(c.entropy_threshold), prow, a.o + i * H * hd + h * hd);
       }
     post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
   }
   const T* hf = ws.X(c.n_layers);
-  if (!deep) {
-    // The inference workspace has no separate final buffer: reuse layer storage.
+  if (c.residual != Residual::kDeepNorm) {
     norm_fwd(k, off_norm_f_, ws.X(c.n_layers), ws.L(0).r1, ws.L(0).rstd_a);
     hf = ws.L(0).r1;
   }
   const int64_t V = c.vocab_size;
+  int64_t rows = N;
+  if (want_logits) {  // only the rows asked for, gathered
+    rows = 0;
+    for (int64_t i = 0; i < N; ++i)
+      if (want_logits[i]) std::memcpy(s->hrows.data() + rows++ * d, hf + i * d, sizeof(T) * size_t(d));
+    hf = s->hrows.data();
+  }
+  if (rows == 0) return;
+  if (!out_logits) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: NULL out_logits with rows wanted");
   if constexpr (std::is_same_v<T, float>) {
-    if (N <= zcode::kernels::kSmallM) {
+    if (invariant || rows <= zcode::kernels::kSmallM) {
       // A few rows against the whole [V, d] head: stream W once, straight into the caller's
       // logits (no packing, no zero-fill, no copy; bench/decode: the head is most of a step).
-      zcode::kernels::linear_fwd_small_m(static_cast<int>(N), static_cast<int>(V), static_cast<int>(d), hf,
+      zcode::kernels::linear_fwd_small_m(static_cast<int>(rows), static_cast<int>(V), static_cast<int>(d), hf,
                                          head_weight(), out_logits, static_cast<long>(V));
-      ++s->pos;
       return;
     }
   }
-  const int64_t chunk = ws.head_chunk_rows(N);
-  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
-    const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
-    head_fwd<T>(rows, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits, cfg_.blocking.head_slice);
-    for (int64_t i = 0; i < rows * V; ++i) out_logits[r0 * V + i] = static_cast<float>(ws.logits[i]);
+  const int64_t chunk = ws.head_chunk_rows(rows);
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int rr = static_cast<int>(std::min<int64_t>(chunk, rows - r0));
+    head_fwd<T>(rr, V, static_cast<int>(d), hf + r0 * d, head_weight(), ws.logits, cfg_.blocking.head_slice);
+    for (int64_t i = 0; i < rr * V; ++i) out_logits[r0 * V + i] = static_cast<float>(ws.logits[i]);
   }
+}
+
+template <class T>
+void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_logits) {
+  const Config& c = cfg_;
+  if (!s) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: no session");
+  if (s->slots) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: not for a slot session (use decode_slots_step)");
+  if (s->pos >= s->max_len)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: session is full (max_len " + std::to_string(s->max_len) + ")");
+  for (int i = 0; i < s->batch; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_step: tokens[" + std::to_string(i) +
+                                               "] = " + std::to_string(tokens[i]) + " out of range [0, " +
+                                               std::to_string(c.vocab_size) + ")");
+  // Every sequence at the same position, sequence i in cache row i.
+  std::fill(s->pos_of.begin(), s->pos_of.begin() + s->batch, s->pos);
+  decode_rows(s, s->batch, s->row_of.data(), tokens, nullptr, out_logits, false);
   ++s->pos;
 }
 
@@ -1384,80 +1421,7 @@ void Model<T>::decode_slots_step(DecodeSession* s, int n, const int32_t* slot_of
     throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: slot " + std::to_string(slot_of[i]) +
                                              " is full (max_len " + std::to_string(s->max_len) + ")");
   }
-  if (omp_get_max_threads() > s->threads) {
-    s->threads = omp_get_max_threads();
-    s->prow.assign(size_t(s->threads) * s->max_len, T(0));
-  }
-  Workspace& ws = *s->ws;
-  Ctx<T> k{c, params_.get(), grads_.get(), ws, n, 1, n, nullptr, 0.0, 0.0, s, true};  // dropless, invariant
-  const int64_t N = n, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
-  const int64_t kvw = Hkv * hd;
-  const int h2 = c.rotary_dims() / 2;
-  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
-  for (int64_t i = 0; i < N; ++i) ws.pos[i] = static_cast<int32_t>(i);  // entry i uses table row i
-  {
-    T* x0 = ws.X(0);
-    const T* E = params_.get() + off_embed_;
-    for (int64_t i = 0; i < N; ++i) std::memcpy(x0 + i * d, E + int64_t{tokens[i]} * d, sizeof(T) * size_t(d));
-  }
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerOffsets& lo = layers_[l];
-    typename Workspace::Layer& a = ws.L(l);
-    T* x = ws.X(l);
-    T* xn = ws.X(l + 1);
-    qkv_fwd(k, lo, a, x);
-    if (h2 > 0) {
-      // The table row of entry i is rope_table's row for position pos_of[i]:
-      // the same expression, so the same bits as decode_step's table.
-      for (int i = 0; i < h2; ++i) ws.inv_freq[i] = std::exp(params_[lo.rope + i]);
-      zcode::kernels::rope_table_at(ws.inv_freq, static_cast<int>(N), s->pos_of.data(), c.rotary_dims(),
-                                    s->rope_cos.data(), s->rope_sin.data());
-      zcode::kernels::rope_fwd(a.qkv, N, qd, static_cast<int>(H + Hkv), static_cast<int>(hd), c.rotary_dims(),
-                               s->rope_cos.data(), s->rope_sin.data(), ws.pos);
-    }
-    T* kc = s->kc.data() + size_t(l) * s->batch * s->max_len * kvw;
-    T* vc = s->vc.data() + size_t(l) * s->batch * s->max_len * kvw;
-    for (int64_t i = 0; i < N; ++i) {  // every entry's key and value first: later entries of a slot attend to them
-      const int64_t at = int64_t{slot_of[i]} * s->max_len + s->pos_of[size_t(i)];
-      std::memcpy(kc + at * kvw, a.qkv + i * qd + H * hd, sizeof(T) * size_t(kvw));
-      std::memcpy(vc + at * kvw, a.qkv + i * qd + (H + Hkv) * hd, sizeof(T) * size_t(kvw));
-    }
-    const int group = static_cast<int>(H / Hkv);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t g = h / group;
-        const int64_t base = int64_t{slot_of[i]} * s->max_len * kvw + g * hd;
-        T* prow = s->prow.data() + size_t(omp_get_thread_num()) * s->max_len;
-        attend_row(a.qkv + i * qd + h * hd, kc + base, vc + base, kvw, s->pos_of[size_t(i)] + 1,
-                   static_cast<const int32_t*>(nullptr), 0, static_cast<int>(hd), scale, c.dynamic_head_mask,
-                   static_cast<T>(c.entropy_threshold), prow, a.o + i * H * hd + h * hd);
-      }
-    post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
-  }
-  const T* hf = ws.X(c.n_layers);
-  if (c.residual != Residual::kDeepNorm) {
-    norm_fwd(k, off_norm_f_, ws.X(c.n_layers), ws.L(0).r1, ws.L(0).rstd_a);
-    hf = ws.L(0).r1;
-  }
-  int64_t rows = 0;
-  for (int64_t i = 0; i < N; ++i)
-    if (!want_logits || want_logits[i]) std::memcpy(s->hrows.data() + rows++ * d, hf + i * d, sizeof(T) * size_t(d));
-  if (rows == 0) return;
-  if (!out_logits) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: NULL out_logits with rows wanted");
-  const int64_t V = c.vocab_size;
-  if constexpr (std::is_same_v<T, float>) {
-    zcode::kernels::linear_fwd_small_m(static_cast<int>(rows), static_cast<int>(V), static_cast<int>(d),
-                                       s->hrows.data(), head_weight(), out_logits, static_cast<long>(V));
-  } else {
-    const int64_t chunk = ws.head_chunk_rows(rows);
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const int rr = static_cast<int>(std::min<int64_t>(chunk, rows - r0));
-      head_fwd<T>(rr, V, static_cast<int>(d), s->hrows.data() + r0 * d, head_weight(), ws.logits,
-                  cfg_.blocking.head_slice);
-      for (int64_t i = 0; i < rr * V; ++i) out_logits[r0 * V + i] = static_cast<float>(ws.logits[i]);
-    }
-  }
+  decode_rows(s, n, slot_of, tokens, want_logits, out_logits, true);
 }
 
 template <class T>

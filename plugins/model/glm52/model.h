@@ -118,6 +118,11 @@ class Model {
                          const uint8_t* want_logits, float* out_logits);
   void decode_slot_reset(DecodeSession* s, int slot);
 
+ private:
+  void decode_rows(DecodeSession* s, int n, const int32_t* slot_of, const int32_t* tokens, const uint8_t* want_logits,
+                   float* out_logits, bool invariant);
+
+ public:
   /// What a model of `cfg` allocates (zc_model_table.estimate_memory),
   /// computed without allocating it: the parameter and gradient buffers
   /// (each sizeof(T)·num_elements(), rounded up to kHugePageBytes as
