@@ -10,64 +10,17 @@
 #include <string>
 #include <string_view>
 
+#include <zcode/sdk/utf8.h>
+
 namespace zcode::tok {
 
-/// Returned by utf8_decode for a byte that does not start a valid sequence.
-inline constexpr char32_t kInvalidCodePoint = 0xFFFFFFFFu;
-
-/// Decodes one UTF-8 sequence from s[0..n) (n >= 1) into *cp and returns its
-/// length in bytes (1..4). Strict (RFC 3629): overlong forms, surrogates
-/// (U+D800..U+DFFF), values above U+10FFFF and truncated sequences are
-/// invalid; then *cp = kInvalidCodePoint and the length is 1, so callers treat
-/// each bad byte as a character of its own.
-inline size_t utf8_decode(const unsigned char* s, size_t n, char32_t* cp) {
-  unsigned char c = s[0];
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t len;
-  char32_t v, min;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-    v = c & 0x1F;
-    min = 0x80;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    v = c & 0x0F;
-    min = 0x800;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    v = c & 0x07;
-    min = 0x10000;
-  } else {
-    *cp = kInvalidCodePoint;
-    return 1;
-  }
-  if (n < len) {
-    *cp = kInvalidCodePoint;
-    return 1;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    if ((s[k] & 0xC0) != 0x80) {
-      *cp = kInvalidCodePoint;
-      return 1;
-    }
-    v = (v << 6) | (s[k] & 0x3F);
-  }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
-    *cp = kInvalidCodePoint;
-    return 1;
-  }
-  *cp = v;
-  return len;
-}
-
-/// Appends the UTF-8 encoding of `cp` (a valid scalar value) to `out`.
-void utf8_append(std::string& out, char32_t cp);
+// The codec is the SDK's (zcode/sdk/utf8.h), under the names this plugin uses.
+using sdk::kInvalidCodePoint;
+using sdk::utf8_append;
+using sdk::utf8_decode;
 
 /// True when `s` is valid UTF-8 throughout.
-bool utf8_valid(std::string_view s);
+inline bool utf8_valid(std::string_view s) { return sdk::invalid_utf8_at(s) == std::string_view::npos; }
 
 /// Character classes of the GPT-2 split pattern
 /// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`

@@ -1,6 +1,7 @@
 // The Porter stemmer, NLTK's default variant (see porter.h). Each step is
 // the paper's rule list: the first rule whose suffix matches decides, and
 // when its condition fails the word is left as it is.
+#include <zcode/sdk/utf8.h>
 #include <zcode/textmetrics/porter.h>
 
 #include <functional>
@@ -13,25 +14,15 @@ namespace zcode::textmetrics {
 namespace {
 
 // The rules count characters (NLTK works on Python str): code points here.
-// An invalid UTF-8 byte b becomes U+DC00 + b, so that it round-trips.
+// An invalid UTF-8 byte b becomes U+DC00 + b (Python's surrogateescape), so
+// that it round-trips.
 std::u32string decode_utf8(std::string_view s) {
   std::u32string out;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      const unsigned char d = static_cast<unsigned char>(s[i + k]);
-      ok = (d & 0xC0) == 0x80;
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    if (!ok) {
-      out.push_back(0xDC00 + c);
-      ++i;
-      continue;
-    }
-    out.push_back(cp);
+    char32_t cp;
+    const size_t len = sdk::utf8_decode(p + i, s.size() - i, &cp);
+    out.push_back(cp == sdk::kInvalidCodePoint ? char32_t{0xDC00} + p[i] : cp);
     i += len;
   }
   return out;
@@ -40,23 +31,8 @@ std::u32string decode_utf8(std::string_view s) {
 std::string encode_utf8(const std::u32string& s) {
   std::string out;
   for (char32_t cp : s) {
-    if (cp >= 0xDC80 && cp <= 0xDCFF) {
-      out.push_back(static_cast<char>(cp - 0xDC00));
-    } else if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
+    if (cp >= 0xDC80 && cp <= 0xDCFF) out.push_back(static_cast<char>(cp - 0xDC00));
+    else sdk::utf8_append(out, cp);
   }
   return out;
 }
