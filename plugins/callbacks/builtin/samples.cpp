@@ -75,17 +75,11 @@ void Samples::write(uint64_t step, zc_stage_ref model) {
   auto id_of = [&](const char* k) { return ti.IsObject() && ti.HasMember(k) && ti[k].IsInt() ? ti[k].GetInt() : -1; };
   gen::ModelRefDecoder dec(host_.raw(), model, static_cast<int64_t>(tokenizer_.vocab_size()));
   for (const std::string& prompt : prompts_) {
-    std::vector<int32_t> ids;
-    zc_ids sink = ids_into(ids);
-    tokenizer_.encode(prompt, 0, &sink);
-    ids.resize(sink.size);
+    const std::vector<int32_t> ids = tokenizer_.encode(prompt);
     gen::Hooks hooks;
     hooks.warn = [this](const std::string& w) { host_.warn("samples", w); };
     const gen::Result r = gen::generate(dec, ids, opts_, id_of("bos_id"), id_of("eos_id"), max_seq_len_, hooks);
-    std::string text;
-    zc_bytes out = bytes_into(text);
-    tokenizer_.decode(r.generated.data(), r.generated.size(), &out);
-    text.resize(out.size);
+    const std::string text = tokenizer_.decode(r.generated);
     host_.info("samples", "step " + std::to_string(step) + ": " + prompt + "|" + text);
     json::Writer w;
     w.begin_object().key("step").integer(step).key("prompt").string(prompt).key("text").string(text);

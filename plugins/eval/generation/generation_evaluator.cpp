@@ -133,20 +133,8 @@ class GenerationEvaluator : public Evaluator {
   }
 
  private:
-  std::string decode(const std::vector<int32_t>& ids) const {
-    std::string text;
-    zc_bytes out = bytes_into(text);
-    tokenizer_.decode(ids.data(), ids.size(), &out);
-    text.resize(out.size);
-    return text;
-  }
-  std::vector<int32_t> encode(const std::string& text) const {
-    std::vector<int32_t> ids;
-    zc_ids sink = ids_into(ids);
-    tokenizer_.encode(text, 0, &sink);
-    ids.resize(sink.size);
-    return ids;
-  }
+  std::string decode(std::span<const int32_t> ids) const { return tokenizer_.decode(ids); }
+  std::vector<int32_t> encode(const std::string& text) const { return tokenizer_.encode(text); }
 
   void load_documents() {
     const std::string& path = prompts_file_.empty() ? val_path_ : prompts_file_;

@@ -6,6 +6,7 @@
 // zcode::sdk::Error on failure; the SDK turns it into a status.
 #pragma once
 
+#include <zcode/sdk/buffers.h>
 #include <zcode/sdk/host.h>
 #include <zcode/sdk/options.h>
 
@@ -37,6 +38,22 @@ class TokenizerRef {
     check(host_, t_->encode(inst_, text.data(), text.size(), flags, out));
   }
   void decode(const int32_t* ids, size_t n, zc_bytes* out) const { check(host_, t_->decode(inst_, ids, n, out)); }
+  /// The ids of `text` (flags: ZC_ENCODE_*), as a vector.
+  std::vector<int32_t> encode(std::string_view text, uint32_t flags = 0) const {
+    std::vector<int32_t> ids;
+    zc_ids sink = ids_into(ids);
+    encode(text, flags, &sink);
+    ids.resize(sink.size);
+    return ids;
+  }
+  /// The bytes `ids` decode to (UTF-8 unless the ids split a character).
+  std::string decode(std::span<const int32_t> ids) const {
+    std::string text;
+    zc_bytes out = bytes_into(text);
+    decode(ids.data(), ids.size(), &out);
+    text.resize(out.size);
+    return text;
+  }
   int32_t token_to_id(std::string_view tok) const {
     int32_t id = -1;
     check(host_, t_->token_to_id(inst_, tok.data(), tok.size(), &id));
