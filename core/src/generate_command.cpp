@@ -52,10 +52,6 @@ class ModelDecoder : public Decoder {
   void* session_ = nullptr;
 };
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 // A flag the chosen strategy ignores is a mistake, not a no-op: `--top-p 0.9`
 // with greedy decoding would silently print the greedy text. Only flags given
 // on the command line are checked (the config's generation section holds
@@ -67,7 +63,7 @@ void check_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
     if (!given || std::find(users.begin(), users.end(), o.strategy) != users.end()) return;
     std::string names;
     for (const auto& u : users) names += (names.empty() ? "--strategy " : " or ") + u;
-    throw UsageError(std::string(flag) + " is used only by " + names + " (" + what + "), not by " + where);
+    throw InferenceUsageError(std::string(flag) + " is used only by " + names + " (" + what + "), not by " + where);
   };
   only(c.temperature.has_value(), "--temperature", {"sample"}, "sampling temperature");
   only(c.top_p.has_value(), "--top-p", {"sample"}, "nucleus sampling");
@@ -77,7 +73,7 @@ void check_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
   only(c.length_penalty.has_value(), "--length-penalty", {"beam"}, "beam score / length^length_penalty");
   only(c.penalty_alpha.has_value(), "--penalty-alpha", {"contrastive"}, "degeneration penalty");
   if (o.strategy == "beam" && o.num_beams < 2)
-    throw UsageError("--strategy beam needs --num-beams >= 2, found " + std::to_string(o.num_beams));
+    throw InferenceUsageError("--strategy beam needs --num-beams >= 2, found " + std::to_string(o.num_beams));
 }
 
 }  // namespace
@@ -108,7 +104,7 @@ int run_command(const Command& c, std::ostream& out) {
     try {
       validate(o);
     } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
+      throw InferenceUsageError(e.what());
     }
     check_flags_fit_strategy(c, o);
 
@@ -119,47 +115,37 @@ int run_command(const Command& c, std::ostream& out) {
     auto decode = [&](std::span<const int32_t> ids) { return im.decode(ids); };
     // Text is cut before the first stop string; streaming holds back what a
     // stop string could still claim and any part of a UTF-8 character
-    // (serve::TextStream, the server's rule too).
-    auto cut_at_stop = [&](const std::string& text) {
-      size_t cut = text.size();
-      for (const auto& s : o.stop) cut = std::min(cut, text.find(s));
-      return cut;
-    };
+    // (serve::TextStream, the server's rule too). Every strategy but beam
+    // reports each token as it is chosen: the stream sees the text once per
+    // token and says when a stop string appeared. Beam reports only its final
+    // hypothesis, so its hypotheses are checked as they grow.
     serve::TextStream stream(o.stop);
+    const bool incremental = o.strategy != "beam";
     std::vector<int32_t> so_far;
     Hooks hooks;
     hooks.warn = [](const std::string& w) { log::warn(w); };
-    if (!o.stop.empty())
-      hooks.should_stop = [&](std::span<const int32_t> gen) {
-        const std::string t = decode(gen);
-        return cut_at_stop(t) < t.size();
-      };
-    if (c.stream && o.strategy != "beam")
+    if (incremental)
       hooks.on_token = [&](int32_t id) {
         so_far.push_back(id);
         bool stopped = false;
-        out << stream.push(decode(so_far), &stopped) << std::flush;
+        const std::string piece = stream.push(decode(so_far), &stopped);
+        if (c.stream) out << piece << std::flush;
       };
+    if (!o.stop.empty()) {
+      if (incremental) hooks.should_stop = [&](std::span<const int32_t>) { return stream.stopped(); };
+      else
+        hooks.should_stop = [&](std::span<const int32_t> gen) {
+          return serve::first_stop(decode(gen), o.stop) != std::string_view::npos;
+        };
+    }
     ModelDecoder dec(im.model(), im.vocab_size());
     Result r = generate(dec, ids_buf, o, bos, eos, static_cast<int32_t>(cfg.model().max_seq_len), hooks);
-    out << stream.finish(decode(r.generated)) << "\n" << std::flush;
+    const std::string rest = stream.finish(decode(r.generated));
+    out << (c.stream && incremental ? rest : stream.text()) << "\n" << std::flush;
     log::debug("generate: " + std::to_string(r.generated.size()) + " tokens, stopped by " + stop_reason_name(r.reason));
     return 0;
-  } catch (const UsageError& e) {
-    log::error(std::string("generate: ") + e.what());
-    return 2;
-  } catch (const InferenceUsageError& e) {
-    log::error(std::string("generate: ") + e.what());
-    return 2;
-  } catch (const ConfigValidationError& e) {
-    log::error(e.what());
-    return 2;
-  } catch (const ConfigLoadError& e) {
-    log::error(e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    log::error(std::string("generate: ") + e.what());
-    return 1;
+  } catch (...) {
+    return inference_command_failed("generate");
   }
 }
 

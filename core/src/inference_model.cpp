@@ -2,6 +2,7 @@
 // `zcode-host serve` and the Python Engine (zcode/core/inference_model.h).
 #include <zcode/core/checkpoint.h>
 #include <zcode/core/inference_model.h>
+#include <zcode/core/log.h>
 #include <zcode/sdk/buffers.h>
 
 #include <rapidjson/document.h>
@@ -73,6 +74,27 @@ InferenceModel::InferenceModel(const InferenceSource& src) {
   auto id_of = [&](const char* k) { return ti.IsObject() && ti.HasMember(k) && ti[k].IsInt() ? ti[k].GetInt() : -1; };
   bos_ = id_of("bos_id");
   eos_ = id_of("eos_id");
+}
+
+int inference_command_failed(const char* command) {
+  try {
+    throw;
+  } catch (const InferenceUsageError& e) {
+    log::error(std::string(command) + ": " + e.what());
+    return 2;
+  } catch (const ConfigValidationError& e) {
+    log::error(e.what());
+    return 2;
+  } catch (const ConfigLoadError& e) {
+    log::error(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    log::error(std::string(command) + ": " + e.what());
+    return 1;
+  } catch (...) {
+    log::error(std::string(command) + ": unknown error");
+    return 1;
+  }
 }
 
 InferenceModel::~InferenceModel() {

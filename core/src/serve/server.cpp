@@ -881,21 +881,11 @@ int run_serve_command(const InferenceSource& src, const ServerOptions& opts) {
     waiter.join();
     log::info("serve: stopped");
     return 0;
-  } catch (const InferenceUsageError& e) {
-    log::error(std::string("serve: ") + e.what());
-    return 2;
-  } catch (const ConfigValidationError& e) {
+  } catch (const std::invalid_argument& e) {  // the scheduler's options
     log::error(e.what());
     return 2;
-  } catch (const ConfigLoadError& e) {
-    log::error(e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    log::error(e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    log::error(std::string("serve: ") + e.what());
-    return 1;
+  } catch (...) {
+    return inference_command_failed("serve");
   }
 }
 

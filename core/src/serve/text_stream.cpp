@@ -67,9 +67,9 @@ TextStream::TextStream(std::vector<std::string> stop) : stop_(std::move(stop)) {
   stop_.erase(std::remove(stop_.begin(), stop_.end(), std::string()), stop_.end());
 }
 
-size_t TextStream::stop_at(std::string_view full) const {
+size_t first_stop(std::string_view text, const std::vector<std::string>& stop) {
   size_t at = std::string_view::npos;
-  for (const auto& s : stop_) at = std::min(at, full.find(s));
+  for (const auto& s : stop) at = std::min(at, text.find(s));
   return at;
 }
 
@@ -79,7 +79,7 @@ std::string TextStream::push(std::string_view full, bool* stopped) {
     return {};
   }
   size_t safe = full.size();
-  const size_t at = stop_at(full);
+  const size_t at = first_stop(full, stop_);
   if (at != std::string_view::npos) {
     safe = at;
     stopped_ = true;
@@ -103,7 +103,7 @@ std::string TextStream::push(std::string_view full, bool* stopped) {
 
 std::string TextStream::finish(std::string_view full) {
   size_t end = full.size();
-  if (const size_t at = stop_at(full); at != std::string_view::npos) {
+  if (const size_t at = first_stop(full, stop_); at != std::string_view::npos) {
     end = at;
     stopped_ = true;
   }

@@ -27,10 +27,17 @@ struct InferenceSource {
   bool allow_insecure_plugin_path = false;
 };
 
-/// A usage mistake in the source (exit code 2), e.g. "latest" without a config.
+/// A usage mistake (exit code 2), e.g. "latest" without a config, or a flag
+/// the chosen strategy does not use.
 struct InferenceUsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// For `generate` and `serve`: call in a catch (...) block. Logs the
+/// exception being handled as one line ("<command>: <message>"; config errors
+/// as they are) and returns the exit code: 2 for InferenceUsageError,
+/// ConfigValidationError and ConfigLoadError, 1 for anything else.
+int inference_command_failed(const char* command);
 
 /// Tokenizer + model with a checkpoint's weights. Not thread-safe: the ABI's
 /// threading contract (one instance, one thread at a time) is the caller's.

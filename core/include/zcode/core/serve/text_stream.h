@@ -20,6 +20,9 @@ size_t utf8_complete_prefix(std::string_view s, size_t n);
 /// 15, §3.9 "U+FFFD substitution of maximal subparts"), so JSON can carry it.
 std::string sanitize_utf8(std::string_view s);
 
+/// Offset of the first occurrence of any of `stop` in `text`, or npos.
+size_t first_stop(std::string_view text, const std::vector<std::string>& stop);
+
 /// Incremental text of one generated sequence. The caller gives the decoded
 /// text of all ids so far after each id (tokenizers decode prefixes to
 /// prefixes); push() returns the new piece that is safe to send.
@@ -39,9 +42,6 @@ class TextStream {
   bool stopped() const { return stopped_; }
 
  private:
-  /// First occurrence of any stop string in `full`, or npos.
-  size_t stop_at(std::string_view full) const;
-
   std::vector<std::string> stop_;
   std::string sent_;
   size_t sent_bytes_ = 0;  ///< bytes of `full` consumed (sent_ may differ by U+FFFD substitutions)
