@@ -80,6 +80,23 @@ evaluation: {evaluation}
     check(r.returncode == 2 and "evaluation.generation" in r.stdout + r.stderr,
           f"a subsection of an evaluator not listed is refused: {r.stdout}{r.stderr}")
 
+    # evaluation.split: train continues training documents (data.train_path);
+    # a config without the split's file is refused, naming the key.
+    train = config("train_split", "{plugins: [lm, generation], split: train, generation: {max_documents: 2, "
+                   "max_new_tokens: 4}}")
+    r = subprocess.run([host, "run", train, "--set", "training.max_steps=2", "--set", "training.eval_every=2"],
+                       capture_output=True, text=True)
+    first_train = json.loads(open(f"{work}/train.jsonl").readline())["text"]
+    recs = [json.loads(line) for line in open(f"{work}/outputs/train_split/logs/generation_eval.jsonl")] \
+        if r.returncode == 0 else []
+    check(len(recs) == 2 and first_train.startswith(recs[0]["prompt"]),
+          f"split train reads data.train_path: {r.stderr[-300:]} {recs[:1]}")
+    noval = config("noval", "{plugins: [lm, generation]}")
+    text = open(noval).read().replace(f", val_path: {work}/val.jsonl", ", val_fraction: 0.1")
+    open(noval, "w").write(text)
+    r = subprocess.run([host, "run", noval], capture_output=True, text=True)
+    check(r.returncode != 0 and "data.val_path" in r.stderr, f"no val file, no prompts: refused: {r.stderr[-300:]}")
+
     cfg = config("gen", "{plugins: [lm, generation], generation: {prompts_file: " + work +
                  "/prompts.jsonl, max_new_tokens: 8}}")
     r = subprocess.run([host, "run", cfg], capture_output=True, text=True)

@@ -1,7 +1,8 @@
 // `generation`: generation metrics of the model as it trains (kind evaluator).
 //
 // For each of the first evaluation.generation.max_documents documents of the
-// validation file (data.val_path, field data.text_field), or of a prompts file
+// file of evaluation.split (data.val_path, or data.train_path for train; field
+// data.text_field), or of a prompts file
 // ({"prompt": ..., "reference": ...} lines), the document's tokens are split:
 // the first prompt_fraction of them (at least one, leaving at least one) are
 // the prompt, the next max_new_tokens tokens, decoded, are the reference; the
@@ -18,7 +19,8 @@
 // evaluation also rewrites logs/generation_eval.jsonl (prompt, reference,
 // hypothesis per document), so a reader can recompute any score.
 // The `data` stage the host passes is not read: documents, not packed rows,
-// are the unit here.
+// are the unit here. So `zcode-host evaluate --split` reaches this evaluator
+// only through the config's evaluation.split (set it with --set).
 #include <zcode/generation/config_options.h>
 #include <zcode/generation/generate.h>
 #include <zcode/generation/model_decoder.h>
@@ -73,11 +75,16 @@ class GenerationEvaluator : public Evaluator {
     opts_ = gen::options_from_config(ctx.config().object("generation"), ctx.config().get<uint64_t>("seed", 0), max_new,
                                      "evaluation.generation (the config's generation section)");
     max_seq_len_ = static_cast<int32_t>(ctx.config().object("model").get<int64_t>("max_seq_len", 256));
+    // The documents of evaluation.split: its JSONL file (a split carved out
+    // by data.val_fraction has no file of its own), unless a prompts file.
     const Options data = ctx.config().object("data");
-    val_path_ = data.get<std::string>("val_path", "");
+    const std::string split = ctx.options().get<std::string>("split", "val");
+    docs_key_ = split == "train" ? "data.train_path" : "data.val_path";
+    docs_path_ = data.get<std::string>(split == "train" ? "train_path" : "val_path", "");
     text_field_ = data.get<std::string>("text_field", "text");
-    if (prompts_file_.empty() && val_path_.empty())
-      invalid_argument("evaluation.generation: no documents: set data.val_path or evaluation.generation.prompts_file");
+    if (prompts_file_.empty() && docs_path_.empty())
+      invalid_argument("evaluation.generation: no documents for evaluation.split '" + split + "': set " + docs_key_ +
+                       " or evaluation.generation.prompts_file");
     if (!ctx.run_dir().empty()) out_path_ = ctx.run_dir() + "/logs/generation_eval.jsonl";
     if (!tokenizer_) invalid_argument("generation evaluator: created without a tokenizer");
   }
@@ -137,8 +144,8 @@ class GenerationEvaluator : public Evaluator {
   std::vector<int32_t> encode(const std::string& text) const { return tokenizer_.encode(text); }
 
   void load_documents() {
-    const std::string& path = prompts_file_.empty() ? val_path_ : prompts_file_;
-    const std::string key = prompts_file_.empty() ? "data.val_path" : "evaluation.generation.prompts_file";
+    const std::string& path = prompts_file_.empty() ? docs_path_ : prompts_file_;
+    const std::string key = prompts_file_.empty() ? docs_key_ : "evaluation.generation.prompts_file";
     std::ifstream in(path);
     if (!in) throw Error(ZC_ERR_IO, key + ": cannot read '" + path + "'");
     int64_t line_no = 0;
@@ -183,7 +190,7 @@ class GenerationEvaluator : public Evaluator {
   double prompt_fraction_ = 0.5;
   int32_t max_seq_len_ = 256;
   bool unicode_ = false;
-  std::string prompts_file_, val_path_, text_field_, wordnet_dir_, out_path_;
+  std::string prompts_file_, docs_path_, docs_key_, text_field_, wordnet_dir_, out_path_;
   std::set<std::string> metrics_;
   std::vector<Document> docs_;
   std::unique_ptr<tm::WordNet> wordnet_;
@@ -197,7 +204,7 @@ ZCODE_PLUGIN("generation", "0.1.0", "Apache-2.0",
                              "Continues validation documents (or a prompts file) and scores them against the rest",
                              R"JS({"type":"object","additionalProperties":false,"properties":{
   "plugins":{"type":"array","items":{"type":"string"},"default":["lm"],"description":"evaluator components"},
-  "split":{"type":"string","enum":["val","train"],"default":"val","description":"split evaluated during training (this evaluator reads data.val_path or its prompts file)"},
+  "split":{"type":"string","enum":["val","train"],"default":"val","description":"split evaluated during training: this evaluator continues the documents of its file (data.val_path or data.train_path), or its prompts file"},
   "batch_size":{"type":"integer","minimum":1,"default":8,"description":"(the lm evaluator's)"},
   "max_batches":{"type":"integer","minimum":0,"default":0,"description":"(the lm evaluator's)"},
   "generation":{"type":"object","additionalProperties":false,"default":{},"description":"this evaluator's options","properties":{
