@@ -16,6 +16,7 @@
 #include <zcode/core/version.h>
 #include <zcode/kernels/blas_env.h>
 #include <zcode/sdk/buffers.h>
+#include <zcode/sdk/stages.h>
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -232,34 +233,24 @@ py::array_t<float> forward_logprobs(const StageView& m,
   return out;
 }
 
+// The SDK's tokenizer reference (its errors throw, and pybind11 raises them
+// as RuntimeError once the GIL is back).
+sdk::TokenizerRef tokenizer_of(const StageView& tk) { return sdk::TokenizerRef(process_host_services(), tk.ref); }
+
 std::vector<std::vector<int32_t>> encode(const StageView& tk, const std::vector<std::string>& texts) {
-  const auto* t = static_cast<const zc_tokenizer_table*>(tk.ref.table);
+  const sdk::TokenizerRef t = tokenizer_of(tk);
   std::vector<std::vector<int32_t>> out;
   py::gil_scoped_release nogil;
-  for (const auto& s : texts) {
-    std::vector<int32_t> buf;
-    zc_ids ids = zcode::sdk::ids_into(buf);
-    StatusPtr st(t->encode(tk.ref.instance, s.data(), s.size(), 0, &ids));
-    if (st) throw std::runtime_error(std::string("encode: ") + status_message(st.get()));
-    buf.resize(ids.size);
-    out.push_back(std::move(buf));
-  }
+  for (const auto& s : texts) out.push_back(t.encode(s));
   return out;
 }
 
 std::vector<py::bytes> decode(const StageView& tk, const std::vector<std::vector<int32_t>>& seqs) {
-  const auto* t = static_cast<const zc_tokenizer_table*>(tk.ref.table);
+  const sdk::TokenizerRef t = tokenizer_of(tk);
   std::vector<std::string> texts;
   {
     py::gil_scoped_release nogil;
-    for (const auto& s : seqs) {
-      std::string text;
-      zc_bytes b = zcode::sdk::bytes_into(text);
-      StatusPtr st(t->decode(tk.ref.instance, s.data(), s.size(), &b));
-      if (st) throw std::runtime_error(std::string("decode: ") + status_message(st.get()));
-      text.resize(b.size);
-      texts.push_back(std::move(text));
-    }
+    for (const auto& s : seqs) texts.push_back(t.decode(s));
   }
   return std::vector<py::bytes>(texts.begin(), texts.end());
 }
