@@ -34,6 +34,8 @@
  *     1.6  serving: zc_model_table.decode_slots_begin, decode_slots_step and
  *          decode_slot_reset (kind_version 6): a KV cache of independent
  *          slots for continuous batching
+ *     1.7  profiling: zc_tracer and zc_host_services.tracer (spans and
+ *          counters any plugin adds to the host's trace)
  *
  * ERRORS
  *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
@@ -95,7 +97,7 @@ extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 6u
+#define ZC_ABI_VERSION_MINOR 7u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -167,6 +169,8 @@ typedef struct zc_status zc_status;
 /* (ABI 1.5) The job's collectives and an optimizer's shard; defined below. */
 struct zc_collectives;
 struct zc_param_shard;
+/* (ABI 1.7) The host's profiler; defined below. */
+struct zc_tracer;
 
 /*
  * Services the host hands to the plugin at negotiation and to every instance
@@ -217,6 +221,11 @@ typedef struct zc_host_services {
    * NULL from a 1.5 host: a one-process run gets groups of size 1, whose
    * collectives copy. Valid for the life of the services table. */
   const struct zc_collectives* collectives;
+
+  /* ---- ABI 1.7: read only when struct_size covers it ---- */
+  /* The run's profiler (zc_tracer). Never NULL from a 1.7 host; its level()
+   * is 0 whenever nothing is recorded. Valid for the life of the table. */
+  const struct zc_tracer* tracer;
 } zc_host_services;
 
 /* ------------------------------------------------------------------------ */
@@ -256,6 +265,55 @@ typedef struct zc_metrics_sink {
   void* ctx;
   void (*put)(void* ctx, const char* name, double value);
 } zc_metrics_sink;
+
+/* ------------------------------------------------------------------------ */
+/* Tracing (ABI 1.7)                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* What the host records now (zc_tracer.level), a bit mask. */
+typedef uint32_t zc_trace_level;
+enum {
+  ZC_TRACE_OFF = 0,
+  ZC_TRACE_SPANS = 1u << 0,  /* begin/end spans are recorded */
+  ZC_TRACE_SHAPES = 1u << 1, /* profiling.profile_shapes: put shapes and FLOPs
+                                into a span's args */
+  ZC_TRACE_MEMORY = 1u << 2  /* profiling.profile_memory: counters of bytes */
+};
+
+/*
+ * The host's profiler (zc_host_services.tracer): spans and counters a
+ * plugin adds to the run's Chrome trace (trace.json, Trace Event Format),
+ * beside the engine's own (data_wait, forward_backward, optimizer_step, ...).
+ *
+ * Cost: a plugin calls level() once per call of its own (or per phase) and
+ * skips everything else when it returns 0, which it does whenever
+ * profiling is off or the current step is not in profiling.schedule's
+ * active window. begin/end/counter are no-ops then, so a plugin that calls
+ * them unconditionally is correct, only slower.
+ *
+ * Threading: begin and end may be called from any thread; spans nest per
+ * thread (end closes the span the same thread began last) and a thread's
+ * spans get their own track (tid) in the trace; the thread the host called
+ * the instance on shares the engine's track, so a model's phases nest inside
+ * the engine's forward_backward span. A span left open when the host's call
+ * returns is closed by the host at that point.
+ *
+ * Strings: borrowed for the duration of the call (the host copies them).
+ * `category` is a short word ("forward", "backward", "optimizer"); `name`
+ * the phase ("attention", "router"); `args_json` NULL or one JSON object
+ * (e.g. {"layer":3,"flops":1.2e9}) that becomes the event's "args".
+ */
+typedef struct zc_tracer {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  void* ctx; /* pass back as the first argument */
+  zc_trace_level (*level)(void* ctx);
+  void (*begin)(void* ctx, const char* category, const char* name, const char* args_json);
+  void (*end)(void* ctx);
+  /* A counter event ("ph":"C"): `args_json` is one JSON object of numbers,
+   * e.g. {"workspace_bytes":1048576}, drawn as one track per key. */
+  void (*counter)(void* ctx, const char* name, const char* args_json);
+} zc_tracer;
 
 /* ------------------------------------------------------------------------ */
 /* Collectives (ABI 1.5)                                                      */
@@ -939,8 +997,10 @@ typedef zc_status_code (*zc_negotiate_fn)(uint32_t host_abi_major, uint32_t host
 #endif
 #if UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
 ZC_STATIC_ASSERT(sizeof(zc_table_header) == 16, "zc_table_header layout");
-ZC_STATIC_ASSERT(sizeof(zc_host_services) == 136, "zc_host_services layout");
+ZC_STATIC_ASSERT(sizeof(zc_host_services) == 144, "zc_host_services layout");
 ZC_STATIC_ASSERT(offsetof(zc_host_services, collectives) == 128, "zc_host_services.collectives (ABI 1.5)");
+ZC_STATIC_ASSERT(offsetof(zc_host_services, tracer) == 136, "zc_host_services.tracer (ABI 1.7)");
+ZC_STATIC_ASSERT(sizeof(zc_tracer) == 48, "zc_tracer layout (ABI 1.7)");
 ZC_STATIC_ASSERT(sizeof(zc_collectives) == 88, "zc_collectives layout (ABI 1.5)");
 ZC_STATIC_ASSERT(sizeof(zc_param_shard) == 32, "zc_param_shard layout (ABI 1.5)");
 ZC_STATIC_ASSERT(sizeof(zc_state_writer) == 40, "zc_state_writer layout");

@@ -447,9 +447,14 @@ const std::vector<Field>& fields() {
                   }
                 }),
       typed("profiling.trace_handler", &I::profiling, &PR::trace_handler,
-            R"J({"type": "string", "enum": ["disk", "tensorboard"]})J", "tensorboard: not implemented yet.", kFold),
-      typed("profiling.profile_memory", &I::profiling, &PR::profile_memory, R"J({"type": "boolean"})J", ""),
-      typed("profiling.profile_shapes", &I::profiling, &PR::profile_shapes, R"J({"type": "boolean"})J", ""),
+            R"J({"type": "string", "enum": ["disk", "tensorboard"]})J",
+            "disk: trace.json in the run folder; tensorboard: logs/tensorboard/<host>_<pid>.<ms>.pt.trace.json, "
+            "where torch.profiler.tensorboard_trace_handler puts it.",
+            kFold),
+      typed("profiling.profile_memory", &I::profiling, &PR::profile_memory, R"J({"type": "boolean"})J",
+            "A memory counter per traced step: parameter, gradient, optimizer-state and workspace MiB, and the RSS."),
+      typed("profiling.profile_shapes", &I::profiling, &PR::profile_shapes, R"J({"type": "boolean"})J",
+            "Rows (tokens) and analytic FLOPs in the args of every model phase of the trace."),
 
       untyped("evaluation",
               R"J({"type": "object", "x-plugin-owned": true, "additionalProperties": true,

@@ -619,12 +619,6 @@ const std::vector<Unsupported>& unsupported_table() {
        [](const JsonValue& v) {
          return if_true(v, "needs the Weights & Biases sink, which is not implemented yet; set false");
        }},
-      {"profiling.trace_handler",
-       [](const JsonValue& v) -> std::optional<std::string> {
-         if (v.IsString() && fold(v.GetString()) == "tensorboard")
-           return std::string("'tensorboard' is not implemented yet; use disk (a Chrome trace JSON)");
-         return std::nullopt;
-       }},
   };
   return table;
 }

@@ -128,6 +128,7 @@ struct Engine::Impl::Loop {
   core::GradientAccumulator acc;
   core::StepSink sink;
   core::Trace trace;
+  core::TraceSinkScope trace_sink;  // zc_host_services.tracer records into `trace`
   double ema_step_ms = 0;
   // Multi-process (zcode/core/dist/): this rank's place, the gradient sum
   // over ranks (also a one-process deterministic run's fold), the metrics
@@ -151,9 +152,11 @@ struct Engine::Impl::Loop {
         hessian_seed(impl.host->raw()->derive_seed(impl.host->raw()->host_ctx, "engine/hessian_labels")),
         trace(impl.cfg.profiling(), profile,
               {tc.gradient_accumulation, impl.cfg.data().batch_size, impl.cfg.model().max_seq_len}),
+        trace_sink(*impl.host, trace),
         comm(impl.communicator()),
         ranks(comm.size()),
         rank(comm.rank()) {
+    trace.set_memory_estimate(e.memory_estimate);
     check_plugin_call(*e.model.component(), "params", mt->params(e.model.get(), &params));
     check_plugin_call(*e.optimizer.component(), "hessian_interval",
                       ot->hessian_interval(e.optimizer.get(), &hessian_interval));
@@ -374,8 +377,23 @@ struct Engine::Impl::Loop {
 
   void write_trace() const {
     // One trace per rank: rank 0's is trace.json, as in a one-process run.
-    const fs::path path =
+    // trace_handler tensorboard: the folder and file name of
+    // torch.profiler.tensorboard_trace_handler (<host>_<pid>.<ms>.pt.trace.json
+    // in the TensorBoard log folder), where TensorBoard's PyTorch profiler
+    // plugin looks; the pid keeps the ranks apart.
+    fs::path path =
         e.run_dir / (e.leader() ? std::string("trace.json") : "trace_rank_" + std::to_string(e.rank()) + ".json");
+    if (e.cfg.profiling().trace_handler == "tensorboard") {
+      char host[256] = "localhost";
+      if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      path = e.run_dir / "logs" / "tensorboard" /
+             (std::string(host) + "_" + std::to_string(::getpid()) + "." + std::to_string(ms) + ".pt.trace.json");
+      std::error_code ec;
+      fs::create_directories(path.parent_path(), ec);  // write() names the path if this failed
+    }
     trace.write(path);
     log::info(
         "Trace of " +
@@ -420,6 +438,16 @@ int Engine::Impl::train(int profile_steps) {
     const auto t_step = Clock::now();
     c.note_step(step);
     loop.trace.begin_step(step + 1);
+    // The whole step, as torch.profiler's ProfilerStep#N (N: the optimizer
+    // step, from 1): TensorBoard's profiler plugin splits a trace at these.
+    struct StepSpan {
+      core::Trace& t;
+      uint64_t update;
+      Clock::time_point t0;
+      ~StepSpan() {
+        if (t.recording()) t.span_named("ProfilerStep#" + std::to_string(update), t0);
+      }
+    } step_span{loop.trace, step + 1, t_step};
     Loop::Step s;
     if (!loop.load_batches(s)) return kExitInterrupted;
     loop.forward_backward_update(s);
@@ -440,12 +468,20 @@ int Engine::Impl::train(int profile_steps) {
     const bool eval_due = loop.eval_due();
     // The others wait for rank 0's evaluation as long as it takes.
     if (eval_due && !leader()) c.pause_timeout(true);
-    if (eval_due && leader()) flags |= evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP;
+    if (eval_due && leader()) {
+      const auto t0 = Clock::now();
+      flags |= evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP;
+      loop.trace.span("evaluation", t0);
+    }
     const Agreement a = agree(c, flags, stop_requested());
     if (eval_due && !leader()) c.pause_timeout(false);
     flags = a.flags;
     if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
-    if (loop.save_due(flags, a.stop || stop_requested_by_callback)) save_checkpoint_all();
+    if (loop.save_due(flags, a.stop || stop_requested_by_callback)) {
+      const auto t0 = Clock::now();
+      save_checkpoint_all();
+      loop.trace.span("checkpoint", t0);
+    }
     if (a.stop) {
       interrupted = true;
       break;
@@ -725,7 +761,7 @@ int Engine::profile(int steps) {
     dist::require_one_process("profile");
     if (steps < 1)
       throw RunFailure("--steps: expected an integer >= 1, found " + std::to_string(steps), kExitUsageError);
-    m.make_registry();
+    m.preflight(true);  // as `run`: the environment, and the memory estimate the trace's counters show
     m.run_dir = fs::path(m.cfg.logging().output_dir) / m.cfg.experiment_name() / "profile";
     std::error_code ec;
     fs::create_directories(m.run_dir, ec);

@@ -16,6 +16,7 @@
 #include <zcode/core/dist/process_groups.h>
 #include <zcode/core/engine.h>
 #include <zcode/core/host_services.h>
+#include <zcode/core/preflight.h>
 #include <zcode/core/registry.h>
 #include <zcode/core/stage_factory.h>
 #include <zcode/core/train_step.h>
@@ -126,6 +127,7 @@ struct Engine::Impl {
   // The memory estimate (see Engine::preflight): logged, then checked
   // against what the machine has left, before any buffer exists.
   void check_memory(bool training);
+  MemoryEstimate memory_estimate;  // check_memory's, for the trace's memory counters
   // Engine::preflight: files, tokenizer, memory; nothing written.
   void preflight(bool training);
   void create_core_stages(bool training);

@@ -83,6 +83,7 @@ void Engine::Impl::check_memory(bool training) {
   std::snprintf(b, sizeof b, "%.1f MiB", avail ? static_cast<double>(*avail) / (1024.0 * 1024.0) : 0.0);
   log::info("Memory estimate: " + est.describe() + (avail ? std::string(" of ") + b + " available" : std::string()));
   for (const std::string& u : est.unknown) log::warn("Memory estimate unknown for " + u);
+  memory_estimate = est;
   // Every process on this node needs its own copy.
   const int local = communicator().launch().local_size;
   const std::string per_node =

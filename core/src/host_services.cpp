@@ -129,6 +129,14 @@ uint64_t svc_derive_seed(void* ctx, const char* name) {
   return svc_derive_seed_impl(static_cast<const zc_host_services*>(ctx), name);
 }
 
+// The negotiation table's tracer: records nothing.
+zc_trace_level tracer_off_level(void*) { return ZC_TRACE_OFF; }
+void tracer_off_begin(void*, const char*, const char*, const char*) {}
+void tracer_off_end(void*) {}
+void tracer_off_counter(void*, const char*, const char*) {}
+const zc_tracer kTracerOff{sizeof(zc_tracer),  0, nullptr, &tracer_off_level, &tracer_off_begin, &tracer_off_end,
+                           &tracer_off_counter};
+
 void fill(zc_host_services& t, uint64_t seed, int32_t num_threads, DLDevice device) {
   t = zc_host_services{};
   t.struct_size = sizeof(zc_host_services);
@@ -149,6 +157,7 @@ void fill(zc_host_services& t, uint64_t seed, int32_t num_threads, DLDevice devi
   t.status_message = &svc_status_message;
   t.status_release = &svc_status_release;
   t.collectives = dist::CollectivesService::single_process();
+  t.tracer = &kTracerOff;
 }
 
 }  // namespace
@@ -165,6 +174,28 @@ const zc_host_services* process_host_services() {
 
 HostServices::HostServices(uint64_t seed, int32_t num_threads, DLDevice device) {
   fill(table_, seed, num_threads, device);
+  // ctx is the sink slot, so a plugin that kept the tracer pointer from
+  // create sees whichever Trace the engine installs later.
+  tracer_ = zc_tracer{sizeof(zc_tracer),
+                      0,
+                      &sink_,
+                      [](void* ctx) -> zc_trace_level {
+                        TraceSink* s = static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire);
+                        return s ? s->level() : static_cast<zc_trace_level>(ZC_TRACE_OFF);
+                      },
+                      [](void* ctx, const char* cat, const char* name, const char* args) {
+                        TraceSink* s = static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire);
+                        if (s) s->begin(cat ? cat : "", name ? name : "", args);
+                      },
+                      [](void* ctx) {
+                        TraceSink* s = static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire);
+                        if (s) s->end();
+                      },
+                      [](void* ctx, const char* name, const char* args) {
+                        TraceSink* s = static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire);
+                        if (s) s->counter(name ? name : "", args);
+                      }};
+  table_.tracer = &tracer_;
 }
 
 void HostServices::set_collectives(const zc_collectives* c) {

@@ -1,5 +1,5 @@
 // Plugins built for older ABI minors keep loading and working in today's
-// host: fakes/fake_model.cpp as a 1.2, 1.3, 1.4, 1.5 and 1.6 (this header's) model
+// host: fakes/fake_model.cpp as a 1.2, 1.3, 1.4, 1.5, 1.6 and 1.7 (this header's) model
 // plugin, each found through the registry, created with the args the host
 // builds, run, and read through the slots their minor has. A reader that
 // touched a slot past a table's struct_size would call a thunk that fails,
@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -68,8 +69,12 @@ TEST_P(AbiCompat, LoadsWithItsMinorAndItsTableSize) {
   // named_activations; 1.5 appended nothing to the model's table; 1.6 the
   // slot decoding.
   const size_t v14 = offsetof(zc_model_table, decode_slots_begin);
-  const std::array<size_t, 5> sizes = {offsetof(zc_model_table, estimate_memory),
-                                       offsetof(zc_model_table, named_activations), v14, v14, sizeof(zc_model_table)};
+  const std::array<size_t, 6> sizes = {offsetof(zc_model_table, estimate_memory),
+                                       offsetof(zc_model_table, named_activations),
+                                       v14,
+                                       v14,
+                                       sizeof(zc_model_table),
+                                       sizeof(zc_model_table)};
   EXPECT_EQ(t->header.struct_size, sizes[minor - 2]);
   EXPECT_EQ(ZC_TABLE_HAS_SLOT(t, zc_model_table, activations), true);
   EXPECT_EQ(ZC_TABLE_HAS_SLOT(t, zc_model_table, estimate_memory), minor >= 3);
@@ -97,8 +102,27 @@ TEST_P(AbiCompat, RunsAndTheHostReadsOnlyTheSlotsItsMinorHas) {
   const zc_metrics_sink sink{&loss, [](void* ctx, const char* name, double v) {
                                if (std::string(name) == "loss") *static_cast<double*>(ctx) = v;
                              }};
+  // The host's tracer (ABI 1.7): a recording sink, off, then on.
+  struct Sink final : zcode::TraceSink {
+    zc_trace_level lv = ZC_TRACE_OFF;
+    std::vector<std::string> calls;
+    zc_trace_level level() const override { return lv; }
+    void begin(const char* cat, const char* name, const char* args) override {
+      calls.push_back(std::string("begin ") + cat + " " + name + " " + (args ? args : "NULL"));
+    }
+    void end() override { calls.push_back("end"); }
+    void counter(const char* name, const char*) override { calls.push_back(std::string("counter ") + name); }
+  } rec;
+  hs_.set_trace_sink(&rec);
   m.forward_backward(b, fb, &sink);
   EXPECT_EQ(loss, 1.0);
+  EXPECT_TRUE(rec.calls.empty());  // level 0: nothing recorded, whatever the minor
+  rec.lv = ZC_TRACE_SPANS | ZC_TRACE_SHAPES;
+  m.forward_backward(b, fb, &sink);
+  hs_.set_trace_sink(nullptr);
+  if (minor >= 7)
+    EXPECT_EQ(rec.calls, (std::vector<std::string>{R"(begin forward fake_phase {"layer":0,"tokens":6})", "end"}));
+  else EXPECT_TRUE(rec.calls.empty());  // older plugins know no tracer
 
   zc_param_list acts{};
   ASSERT_TRUE(m.activations(&acts));
@@ -159,7 +183,7 @@ TEST(AbiCompatStream, ThePluginReadsTheStreamOnlyWhenStructSizeCoversIt) {
   EXPECT_EQ(stream_seen(zcode::sdk::ModelRef(hs.raw(), without.ref())), nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(Minors, AbiCompat, ::testing::Values(2u, 3u, 4u, 5u, 6u),
+INSTANTIATE_TEST_SUITE_P(Minors, AbiCompat, ::testing::Values(2u, 3u, 4u, 5u, 6u, 7u),
                          [](const ::testing::TestParamInfo<uint32_t>& p) {
                            return "abi_1_" + std::to_string(p.param);
                          });

@@ -601,8 +601,9 @@ TEST(Validate, NotImplementedOptionsAreErrors) {
             (Lines{"training.precision: 'bf16' needs the CUDA backend, which is not implemented yet; use fp32"}));
   EXPECT_EQ(errs("logging:\n  wandb: true\n  tensorboard: true\n"),
             (Lines{"logging.wandb: true needs the Weights & Biases sink, which is not implemented yet; set false"}));
-  EXPECT_EQ(errs("profiling:\n  trace_handler: tensorboard\n"),
-            (Lines{"profiling.trace_handler: 'tensorboard' is not implemented yet; use disk (a Chrome trace JSON)"}));
+  EXPECT_EQ(errs("profiling:\n  trace_handler: tensorboard\n"), Lines{});
+  EXPECT_EQ(errs("profiling:\n  trace_handler: perfetto\n"),
+            (Lines{"profiling.trace_handler: 'perfetto' is not one of disk, tensorboard"}));
   // The defaults themselves are all implemented.
   EXPECT_EQ(errs("training:\n  loss_scale: 1\n  precision: fp32\n"), Lines{});
 }

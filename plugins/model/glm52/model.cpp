@@ -17,12 +17,14 @@
 #include <zcode/kernels/threads.h>
 #include <zcode/sdk/error.h>
 #include <zcode/sdk/hash.h>
+#include <zcode/sdk/trace.h>
 
 #include <omp.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -216,6 +218,7 @@ const ParamInfo* Model<T>::find_param(const std::string& name) const {
 
 template <class T>
 void Model<T>::zero_grad() {
+  auto span = tracer_.span(tracer_.level(), "model", "zero_grad");
   T* g = grads_.get();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n_elems_; ++i) g[i] = T(0);
@@ -441,7 +444,47 @@ struct Ctx {
   double grad_scale;       // loss_scale / Nstep (backward)
   void* session;           // decode session (KV cache) or null
   bool invariant;          // slot decoding: every linear through linear_fwd_small_m (batch-invariant bits)
+  // The host's profiler (zc_tracer, ABI 1.7): what it records during this
+  // call, the direction ("forward", "backward") and the layer of the spans.
+  const zcode::sdk::Tracer* tracer = nullptr;
+  zc_trace_level trace = ZC_TRACE_OFF;
+  const char* dir = "forward";
+  int layer = -1;
 };
+
+/// Forward FLOPs of causal attention over B sequences of Tn tokens: Q·Kᵀ
+/// and P·V, 2·Tn·hd each per query and head, half the pairs masked.
+inline double attention_flops(const Config& c, int B, int Tn) {
+  return 2.0 * B * double(Tn) * Tn * c.n_heads * c.head_dim;
+}
+
+/// A span of the host's profiler around one phase (README "Profiling"):
+/// category k.dir, args {"layer"} (absent outside the layers) and, with
+/// profiling.profile_shapes, {"tokens": rows of the call, "flops": the
+/// phase's floating-point operations, analytic (2 per multiply-add of its
+/// GEMMs; elementwise work not counted)}. A branch when nothing is recorded.
+template <class T>
+zcode::sdk::Tracer::Span phase(const Ctx<T>& k, const char* name, double flops = 0) {
+  if (!(k.trace & ZC_TRACE_SPANS)) return {};
+  char args[160];
+  const char* sep = k.layer >= 0 ? "," : "";
+  char layer[32] = "";
+  if (k.layer >= 0) std::snprintf(layer, sizeof layer, "\"layer\":%d", k.layer);
+  if (k.trace & ZC_TRACE_SHAPES)
+    std::snprintf(args, sizeof args, "{%s%s\"tokens\":%lld,\"flops\":%.0f}", layer, sep, static_cast<long long>(k.N),
+                  flops);
+  else std::snprintf(args, sizeof args, "{%s}", layer);
+  return k.tracer->span(k.trace, k.dir, name, args);
+}
+
+/// Ends `span` and begins the next phase in it. (Assigning a new phase over
+/// an open span would begin the new one before the old one ends, and the
+/// host's end() closes the span its thread began last.)
+template <class T>
+void next_phase(zcode::sdk::Tracer::Span& span, const Ctx<T>& k, const char* name, double flops = 0) {
+  span.end();
+  span = phase(k, name, flops);
+}
 
 /// y[M, N] = x[M, K]·W[N, K]ᵀ + beta·y (beta 0 or 1; torch.nn.Linear without
 /// bias). In a decode step (k.session set) the few rows stream W once
@@ -549,6 +592,7 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   const int64_t N = k.N, E = c.moe_experts, K = c.moe_top_k, d = c.d_model;
   const int F = c.moe_ffn_hidden;
   const bool softmax = c.router_activation == Router::kSoftmax;
+  auto span = phase(k, "router", 2.0 * double(N) * d * E);
   fwd_linear(k, static_cast<int>(N), static_cast<int>(E), static_cast<int>(d), x, k.P + lo.router, a.z);
   double* lse2 = k.ws.nll;  // scratch until the LM head runs: per-token lse², summed in order
 #pragma omp parallel for schedule(static)
@@ -620,10 +664,13 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
       aux += static_cast<double>(a.cnt_all[e]) / static_cast<double>(N * K) * (pe[e] / static_cast<double>(N));
     a.aux = static_cast<double>(E) * aux;
   }
+  span.end();
   // Shared experts: dense GLUs on every token, weight 1.
+  if (c.moe_shared_experts > 0) next_phase(span, k, "shared_expert", 6.0 * double(N) * d * F * c.moe_shared_experts);
   for (int s = 0; s < c.moe_shared_experts; ++s)
     glu_fwd(k, lo.sw13[s], lo.sw2[s], F, N, x, a.a13s + s * N * 2 * F, k.ws.gbuf, out, T(1));
-    // Routed experts: gather rows, one GEMM pair per expert.
+  // Routed experts: gather rows, one GEMM pair per expert.
+  next_phase(span, k, "experts", 6.0 * double(kept) * d * F);
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < kept; ++row)
     std::memcpy(k.ws.xe + row * d, x + (a.asg_of_row[row] / K) * d, sizeof(T) * static_cast<size_t>(d));
@@ -658,6 +705,7 @@ void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   const bool softmax = c.router_activation == Router::kSoftmax;
   const int64_t kept = a.off[E];
   T *xe = k.ws.xe, *dye = k.ws.dye, *g = k.ws.gbuf;
+  auto span = phase(k, "experts", 12.0 * double(kept) * d * F);
   // Routed experts: dY = g·dout, ∂L/∂g = dout·Y.
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < kept; ++row) {
@@ -696,9 +744,12 @@ void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
       for (int64_t i = 0; i < d; ++i) o[i] += y[i];
     }
   }
+  span.end();
+  if (c.moe_shared_experts > 0) next_phase(span, k, "shared_expert", 12.0 * double(N) * d * F * c.moe_shared_experts);
   for (int s = 0; s < c.moe_shared_experts; ++s)
     glu_bwd(k, lo.sw13[s], lo.sw2[s], F, N, x, a.a13s + s * N * 2 * F, k.ws.gbuf, dout, dx, T(1));
   // Router: gates -> p -> z, plus the aux and z-loss gradients.
+  next_phase(span, k, "router", 4.0 * double(N) * d * E);
   const double aux_scale = c.moe_aux_loss_coef * static_cast<double>(E) * k.grad_scale;
   const double z_scale = c.moe_z_loss_coef * 2.0 * k.grad_scale;
 #pragma omp parallel for schedule(static)
@@ -800,9 +851,11 @@ void qkv_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   const Config& c = k.c;
   const T* xa = x;
   if (c.residual != Residual::kDeepNorm) {
+    auto span = phase(k, "norm");
     norm_fwd(k, lo.attn_norm, x, a.xa, a.rstd_a);
     xa = a.xa;
   }
+  auto span = phase(k, "qkv_proj", 2.0 * double(k.N) * c.d_model * c.qkv_dim());
   fwd_linear(k, static_cast<int>(k.N), static_cast<int>(c.qkv_dim()), c.d_model, xa, k.P + lo.wqkv, a.qkv);
 }
 /// Backward of qkv_fwd given ws.dqkv = ∂L/∂qkv [N, qkv_dim] (before RoPE):
@@ -814,11 +867,14 @@ void qkv_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
   const Config& c = k.c;
   const int n = static_cast<int>(k.N), qd = c.qkv_dim(), d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
+  auto span = phase(k, "qkv_proj", 4.0 * n * d * qd);
   linear_bwd_w<T>(n, qd, d, k.ws.dqkv, deep ? x : a.xa, k.G + lo.wqkv);
   if (deep) {
     linear_bwd_x<T>(n, qd, d, k.ws.dqkv, k.P + lo.wqkv, dx, T(1));
   } else {
     linear_bwd_x<T>(n, qd, d, k.ws.dqkv, k.P + lo.wqkv, k.ws.gy, T(0));
+    span.end();
+    auto norm = phase(k, "norm");
     norm_bwd(k, lo.attn_norm, x, a.rstd_a, k.ws.gy, dx, true);
   }
 }
@@ -835,14 +891,24 @@ void post_attention_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& 
   const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
   const T alpha = static_cast<T>(c.alpha());
+  auto span = phase(k, "out_proj", 2.0 * double(N) * d * c.n_heads * c.head_dim);
   scaled_copy(a.r1, x, N * d, deep ? alpha : T(1));
   fwd_linear(k, static_cast<int>(N), static_cast<int>(d), c.n_heads * c.head_dim, a.o, k.P + lo.wo, a.r1, T(1));
+  next_phase(span, k, "norm");
   norm_fwd(k, deep ? lo.attn_norm : lo.ffn_norm, a.r1, a.xf, deep ? a.rstd_a : a.rstd_f);
   T* r2 = deep ? a.r2 : xn;
   scaled_copy(r2, deep ? a.xf : a.r1, N * d, deep ? alpha : T(1));
-  if (moe) moe_fwd(k, lo, a, a.xf, r2);
-  else glu_fwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, r2, T(1));
-  if (deep) norm_fwd(k, lo.ffn_norm, a.r2, xn, a.rstd_f);
+  span.end();
+  if (moe) {
+    moe_fwd(k, lo, a, a.xf, r2);
+  } else {
+    next_phase(span, k, "ffn", 6.0 * double(N) * d * c.ffn_hidden);
+    glu_fwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, r2, T(1));
+  }
+  if (deep) {
+    next_phase(span, k, "norm");
+    norm_fwd(k, lo.ffn_norm, a.r2, xn, a.rstd_f);
+  }
 }
 /// Backward of post_attention_fwd, in place on the residual stream's
 /// gradient: dres [N, d] holds ∂L/∂xn on entry and, on return, the share of
@@ -859,11 +925,20 @@ void post_attention_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& 
   const T alpha = static_cast<T>(c.alpha());
   T *gy = k.ws.gy, *gz = k.ws.gz;
   const T* dr1;  // ∂L/∂r1
+  zcode::sdk::Tracer::Span span;
+  const double ffn_flops = 12.0 * double(N) * d * c.ffn_hidden;
   if (deep) {
+    next_phase(span, k, "norm");
     norm_bwd(k, lo.ffn_norm, a.r2, a.rstd_f, dres, gy, false);  // gy = ∂L/∂r2
     scaled_copy(gz, gy, N * d, alpha);                          // gz = ∂L/∂xf (residual part)
-    if (moe) moe_bwd(k, lo, a, a.xf, gy, gz);
-    else glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, gy, gz, T(1));
+    span.end();
+    if (moe) {
+      moe_bwd(k, lo, a, a.xf, gy, gz);
+    } else {
+      next_phase(span, k, "ffn", ffn_flops);
+      glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, gy, gz, T(1));
+    }
+    next_phase(span, k, "norm");
     norm_bwd(k, lo.attn_norm, a.r1, a.rstd_a, gz, gy, false);  // gy = ∂L/∂r1
     scaled_copy(dres, gy, N * d, alpha);                       // through r1 = α·x + …
     dr1 = gy;
@@ -873,12 +948,15 @@ void post_attention_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& 
       std::memset(static_cast<void*>(gz), 0, sizeof(T) * size_t(N * d));
       moe_bwd(k, lo, a, a.xf, dres, gz);
     } else {
+      next_phase(span, k, "ffn", ffn_flops);
       glu_bwd(k, lo.w13, lo.w2, c.ffn_hidden, N, a.xf, a.a13, k.ws.gbuf, dres, gz, T(0));
     }
+    next_phase(span, k, "norm");
     norm_bwd(k, lo.ffn_norm, a.r1, a.rstd_f, gz, dres, true);  // dres = ∂L/∂r1, also ∂L/∂x through r1 = x + …
     dr1 = dres;
   }
   const int n = static_cast<int>(N), dm = c.d_model, ho = c.n_heads * c.head_dim;
+  next_phase(span, k, "out_proj", 4.0 * n * dm * ho);
   linear_bwd_w<T>(n, dm, ho, dr1, a.o, k.G + lo.wo);
   linear_bwd_x<T>(n, dm, ho, dr1, k.P + lo.wo, k.ws.dO, T(0));
 }
@@ -925,11 +1003,15 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
            capacity_factor,
            0.0,
            nullptr,
-           false};
+           false,
+           &tracer_,
+           tracer_.level(),
+           "forward"};
   const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
-  for (int64_t n = 0; n < N; ++n) ws.pos[n] = static_cast<int32_t>(n % b.T);
-  {  // Embedding: h = embed.weight[ids].
+  {  // Embedding: h = embed.weight[ids], and the positions.
+    auto span = phase(k, "embedding");
+    for (int64_t n = 0; n < N; ++n) ws.pos[n] = static_cast<int32_t>(n % b.T);
     T* x0 = ws.X(0);
     const T* E = params_.get() + off_embed_;
 #pragma omp parallel for schedule(static)
@@ -941,11 +1023,16 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
     typename Workspace::Layer& a = ws.L(l);
     T* x = ws.X(l);
     T* xn = ws.X(l + 1);
+    k.layer = l;
     // Attention sub-block: deepnorm r1 = α·x + Attn(x); prenorm r1 = x + Attn(AttnNorm(x)).
     qkv_fwd(k, lo, a, x);
-    rope_fwd(k, lo.rope, a.qkv, b.T, 0);
-    masked += attention_fwd(a.qkv, a.P, a.o, a.hmask, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, k.doc,
-                            c.dynamic_head_mask, static_cast<T>(c.entropy_threshold), c.blocking.attn_tile);
+    {
+      auto span = phase(k, "rope");
+      rope_fwd(k, lo.rope, a.qkv, b.T, 0);
+      next_phase(span, k, "attention", attention_flops(c, b.B, b.T));
+      masked += attention_fwd(a.qkv, a.P, a.o, a.hmask, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, k.doc,
+                              c.dynamic_head_mask, static_cast<T>(c.entropy_threshold), c.blocking.attn_tile);
+    }
     post_attention_fwd(k, lo, a, x, xn, c.is_moe(l));
     if (c.is_moe(l)) {
       if (m) {
@@ -957,7 +1044,11 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
       }
     }
   }
-  if (!deep) norm_fwd(k, off_norm_f_, ws.X(c.n_layers), ws.hf, ws.rstd_final);
+  k.layer = -1;
+  if (!deep) {
+    auto span = phase(k, "norm");
+    norm_fwd(k, off_norm_f_, ws.X(c.n_layers), ws.hf, ws.rstd_final);
+  }
   if (m) m->masked_head_fraction = static_cast<double>(masked);
 }
 
@@ -979,12 +1070,16 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
            c.capacity_factor,
            grad_scale,
            nullptr,
-           false};
+           false,
+           &tracer_,
+           tracer_.level(),
+           "backward"};
   const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
   // ws.gx holds ∂L/∂(final hidden) on entry (written by the LM head), then
   // ∂L/∂(input of layer l) after layer l's backward.
   if (!deep) {
+    auto span = phase(k, "norm");
     std::memcpy(ws.gy, ws.gx, sizeof(T) * size_t(N * d));
     norm_bwd(k, off_norm_f_, ws.X(c.n_layers), ws.rstd_final, ws.gy, ws.gx, false);
     ready_(layer_first_param_.back(), infos_.size() - layer_first_param_.back());  // norm_f.weight
@@ -992,15 +1087,22 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
   for (int l = c.n_layers - 1; l >= 0; --l) {
     const LayerOffsets& lo = layers_[l];
     typename Workspace::Layer& a = ws.L(l);
+    k.layer = l;
     post_attention_bwd(k, lo, a, ws.gx, c.is_moe(l));
-    attention_bwd(a.qkv, a.P, a.hmask, ws.dO, ws.dqkv, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, ws.attn_scratch,
-                  c.blocking.attn_tile);
-    rope_bwd(k, lo.rope, a.qkv);
+    {
+      auto span = phase(k, "attention", 2 * attention_flops(c, b.B, b.T));
+      attention_bwd(a.qkv, a.P, a.hmask, ws.dO, ws.dqkv, b.B, b.T, c.n_heads, c.n_kv_heads, c.head_dim, ws.attn_scratch,
+                    c.blocking.attn_tile);
+      next_phase(span, k, "rope");
+      rope_bwd(k, lo.rope, a.qkv);
+    }
     qkv_bwd(k, lo, a, ws.X(l), ws.gx);
     ready_(layer_first_param_[static_cast<size_t>(l)],
            layer_first_param_[static_cast<size_t>(l) + 1] - layer_first_param_[static_cast<size_t>(l)]);
   }
+  k.layer = -1;
   {  // Embedding: embed.grad[ids[n]] += ∂L/∂h0[n]; column blocks in parallel, rows in order.
+    auto span = phase(k, "embedding");
     T* GE = grads_.get() + off_embed_;
     const T* gx = ws.gx;
     const int64_t cols = c.blocking.embed_grad_cols;
@@ -1050,6 +1152,9 @@ void Model<T>::check_batch(const BatchView& b) const {
 template <class T>
 void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, double loss_scale, bool sampled,
                                 uint64_t sample_seed, StepMetrics& m, const GradsReady& ready) {
+  // The checks, and the workspace (allocated and first touched on the first
+  // call, or when the shape grows).
+  auto setup = tracer_.span(tracer_.level(), "model", "setup");
   check_batch(b);
   if (!b.targets) throw Error(ZC_ERR_INVALID_ARGUMENT, "batch.targets: missing");
   const Config& c = cfg_;
@@ -1061,6 +1166,7 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   for (int64_t n = 0; n < N; ++n) m.tokens += b.targets[n] >= 0 ? 1 : 0;
   const double nstep = loss_normalizer > 0 ? loss_normalizer : static_cast<double>(std::max<int64_t>(m.tokens, 1));
   const double grad_scale = loss_scale / nstep;
+  setup.end();
 
   forward(ws, b, c.capacity_factor, &m);
 
@@ -1071,6 +1177,14 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
   std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
   const int64_t chunk = ws.head_chunk_rows(N);
+  // One span: the head's forward GEMM, the loss and both backward GEMMs run
+  // chunk by chunk, so they have no separate times (README "Profiling").
+  const zc_trace_level lv = tracer_.level();
+  char head_args[96] = "{}";
+  if (lv & ZC_TRACE_SHAPES)
+    std::snprintf(head_args, sizeof head_args, "{\"tokens\":%lld,\"flops\":%.0f}", static_cast<long long>(N),
+                  6.0 * double(N) * double(V) * double(d));
+  auto head_span = tracer_.span(lv, "forward_backward", "lm_head_loss", head_args);
   if (sampled || (blas_pthread_ && omp_get_max_threads() > 1)) {
     // The unfused path: for sampled labels (drawn from each full softmax
     // row), and with OpenBLAS's pthread build on several threads, whose
@@ -1091,7 +1205,15 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   double ce = 0;
   for (int64_t n = 0; n < N; ++n) ce += ws.nll[n];
   m.ce_loss = ce / nstep;
+  head_span.end();
 
+  if (lv & ZC_TRACE_MEMORY)
+    tracer_.counter(lv, "glm52_memory", [&](zcode::sdk::json::Writer& w) {
+      const double mib = 1024.0 * 1024.0;
+      w.key("parameters_mib").fixed(double(n_elems_) * sizeof(T) / mib, 3);
+      w.key("gradients_mib").fixed(double(n_elems_) * sizeof(T) / mib, 3);
+      w.key("workspace_mib").fixed(double(workspace_bytes()) / mib, 3);
+    });
   ready_ = ready;
   if (!c.tie_embeddings) ready_(1, 1);  // lm_head.weight: the head wrote all of it
   backward(ws, b, grad_scale);

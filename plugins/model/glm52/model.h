@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <zcode/kernels/memory.h>
+#include <zcode/sdk/trace.h>
 
 #include <cstdint>
 #include <memory>
@@ -70,6 +71,9 @@ class Model {
   /// workspace is laid out anew by the next entry point, and the last
   /// forward_backward's activations are no longer valid.
   void set_blocking(const Blocking& b);
+  /// The host's profiler (zc_tracer, ABI 1.7): the forward and backward
+  /// passes put their per-layer phases into it while it records.
+  void set_tracer(const zc_host_services* host) { tracer_ = zcode::sdk::Tracer(host); }
   const std::vector<ParamInfo>& param_infos() const { return infos_; }
   const ParamInfo* find_param(const std::string& name) const;
   T* params() { return params_.get(); }
@@ -185,6 +189,7 @@ class Model {
   std::unique_ptr<Workspace> ws_;
   int acts_B_ = 0, acts_T_ = 0;  // shape of the last forward_backward; 0 once the workspace is reused
   bool blas_pthread_ = false;    // OpenBLAS is its pthread build (see forward_backward's LM head)
+  zcode::sdk::Tracer tracer_;
 };
 
 extern template class Model<float>;

@@ -63,6 +63,7 @@ class Glm52 : public zcode::sdk::Model {
     cfg_ = glm52::Config::resolve(opts, ctx.config(), tokenizer_vocab(ctx));
     pinned_blocking_ = zcode::sdk::to_json(opts.object("blocking").json());
     model_ = std::make_unique<glm52::Model<float>>(cfg_, host_.derive_seed("model/init"));
+    model_->set_tracer(ctx.host().raw());
     const auto& infos = model_->param_infos();
     values_.resize(infos.size());
     grads_.resize(infos.size());

@@ -12,6 +12,7 @@
 // compute stream create saw ("stream": null or the pointer as an integer).
 #include <zcode/sdk/json.h>
 #include <zcode/sdk/plugin.h>
+#include <zcode/sdk/trace.h>
 
 #include <array>
 #include <cstddef>
@@ -48,7 +49,7 @@ constexpr uint32_t kKindVersion = kMinor >= 6 ? 6u : kMinor >= 4 ? 5u : kMinor =
 
 class FakeModel : public zcode::sdk::Model {
  public:
-  explicit FakeModel(const CreateContext& ctx) {
+  explicit FakeModel(const CreateContext& ctx) : tracer_(kMinor >= 7 ? ctx.host().raw() : nullptr) {
     // A plugin older than 1.4 has no stream field to read.
     void* stream = kMinor >= 4 ? ctx.stream() : nullptr;
     zcode::sdk::json::Writer w;
@@ -68,6 +69,12 @@ class FakeModel : public zcode::sdk::Model {
   void forward_backward(const zc_batch& b, const zc_fb_options&, const zcode::sdk::MetricsSink& m) override {
     const int64_t B = b.input_ids.shape[0], T = b.input_ids.shape[1];
     const int32_t* ids = zcode::sdk::data_ptr<int32_t>(b.input_ids);
+    // 1.7: one span into the host's profiler (an older plugin has no tracer).
+    const zc_trace_level lv = tracer_.level();
+    auto span = tracer_.span_with(lv, "forward", "fake_phase", [&](zcode::sdk::json::Writer& w, zc_trace_level l) {
+      w.key("layer").integer(0);
+      if (l & ZC_TRACE_SHAPES) w.key("tokens").integer(B * T);
+    });
     for (size_t a = 0; a < kActs; ++a) {
       shapes_[a] = {B, T, kWidths[a]};
       data_[a].assign(static_cast<size_t>(B * T * kWidths[a]), 0.0f);
@@ -101,6 +108,7 @@ class FakeModel : public zcode::sdk::Model {
   static constexpr std::array<const char*, kActs> kNames = {"layers.0.input", "final_hidden"};
   static constexpr std::array<int64_t, kActs> kWidths = {4, 2};
 
+  zcode::sdk::Tracer tracer_;
   std::string info_;
   std::array<float, 6> w_{}, g_{};
   std::array<int64_t, 2> w_shape_ = {2, 3};

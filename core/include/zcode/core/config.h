@@ -209,7 +209,7 @@ struct ProfilingConfig {
   bool enabled = false;
   std::string schedule = "wait=1,warmup=2,active=3,repeat=2";
   int64_t wait = 1, warmup = 2, active = 3, repeat = 2;
-  std::string trace_handler = "disk";  ///< disk (tensorboard: not implemented yet)
+  std::string trace_handler = "disk";  ///< disk (trace.json) or tensorboard (logs/tensorboard/*.pt.trace.json)
   bool profile_memory = false;
   bool profile_shapes = false;
   bool operator==(const ProfilingConfig&) const = default;

@@ -7,6 +7,7 @@
 
 #include <zcode/abi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,6 +55,18 @@ using StatusPtr = std::unique_ptr<zc_status, StatusDeleter>;
 /// life of the process (abi.h: "The services pointer outlives the plugin").
 const zc_host_services* process_host_services();
 
+/// Where a run's zc_host_services.tracer (ABI 1.7) sends its calls:
+/// core::Trace (core/src/trace.h) while the engine trains. Called from any
+/// thread (zc_tracer's threading contract); strings are borrowed per call.
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  virtual zc_trace_level level() const = 0;
+  virtual void begin(const char* category, const char* name, const char* args_json) = 0;
+  virtual void end() = 0;
+  virtual void counter(const char* name, const char* args_json) = 0;
+};
+
 /// A zc_host_services table for one run (seed, device, num_threads), wired
 /// to the core logger, the status functions and the stop flag. Instances
 /// created with it must be destroyed before it (the Engine owns both).
@@ -75,9 +88,14 @@ class HostServices {
   /// restores the one-rank service every table starts with. `c` must
   /// outlive the instances created with this table.
   void set_collectives(const zc_collectives* c);
+  /// Where the table's tracer goes (ABI 1.7); NULL (the start): level() 0,
+  /// every call a no-op. `sink` must stay valid until it is replaced.
+  void set_trace_sink(TraceSink* sink) { sink_.store(sink, std::memory_order_release); }
 
  private:
   zc_host_services table_;
+  zc_tracer tracer_;
+  std::atomic<TraceSink*> sink_{nullptr};
 };
 
 /// 64-byte aligned CPU allocation as the `alloc` service does it: alignment
