@@ -2,7 +2,7 @@
 # ZCode's first command (README): from a fresh Debian 12 machine to a trained
 # nano GLM-5.2 MoE on the fortunes corpus, on the CPU.
 #   install deps -> fetch tokenizer assets -> make corpus -> build release ->
-#   zcode-host run examples/quickstart/config.yaml
+#   train the corpus's 4k tokenizer -> zcode-host run examples/quickstart/config.yaml
 # Idempotent. Extra arguments go to `zcode-host run` (e.g. --overwrite,
 # --set training.max_steps=20).
 # ZCODE_QUICKSTART_NO_SETUP=1 skips the setup steps (deps, assets, corpus,
@@ -14,7 +14,7 @@ cd "$ROOT"
 JOBS="${ZCODE_JOBS:-2}"
 
 if [ "${ZCODE_QUICKSTART_NO_SETUP:-0}" = 1 ]; then
-  for f in build/release/bin/zcode-host examples/quickstart/config.yaml; do
+  for f in build/release/bin/zcode-host examples/quickstart/config.yaml data/fortunes/tokenizer-4k/tokenizer.model; do
     [ -e "$f" ] || { echo "quickstart: ZCODE_QUICKSTART_NO_SETUP=1 but $ROOT/$f does not exist: run scripts/quickstart.sh without it first" >&2; exit 1; }
   done
   echo "==> setup skipped (ZCODE_QUICKSTART_NO_SETUP=1)"
@@ -36,5 +36,7 @@ cmake --preset release >/dev/null
 # Only what the run needs: the host and the bundled plugins (scripts/test.sh
 # builds the tests and benchmarks).
 cmake --build --preset release -j "$JOBS" --target zcode-host zcode_plugins
+echo "==> scripts/make-tokenizer.sh"
+scripts/make-tokenizer.sh build/release/bin/zcode-host
 echo "==> zcode-host run examples/quickstart/config.yaml $*"
 exec build/release/bin/zcode-host run examples/quickstart/config.yaml "$@"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quickstart vs PyTorch: trains the quickstart job (examples/quickstart/config.yaml,
-# GLM-5.2 nano MoE on the fortunes corpus, GPT-2 tokenizer) for N steps with
+# GLM-5.2 nano MoE on the fortunes corpus, its 4k tokenizer) for N steps with
 # `zcode-host run`, and the same model with PyTorch on the same batches from
 # the same initial weights: float32 as installed, float32 tuned (OpenMP
 # OpenBLAS + jemalloc) and float64 (the exact trajectory for the noise floor).
@@ -57,6 +57,8 @@ done
 "$PY" -c 'import torch, numpy' 2>/dev/null || die "$PY cannot import torch and numpy: run scripts/install-deps.sh (Debian python3-torch)"
 cd "$ROOT"
 [[ -f data/fortunes/train.jsonl ]] || die "data/fortunes/train.jsonl not found: run scripts/make-corpus.sh"
+[[ -f data/fortunes/tokenizer-4k/tokenizer.model ]] ||
+  die "data/fortunes/tokenizer-4k not found: run scripts/make-tokenizer.sh (the quickstart's tokenizer)"
 OPENBLAS_OMP=/usr/lib/x86_64-linux-gnu/openblas-openmp
 JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 [[ -f "$OPENBLAS_OMP/libblas.so.3" ]] || die "$OPENBLAS_OMP/libblas.so.3 not found (package libopenblas0-openmp): run scripts/install-deps.sh"

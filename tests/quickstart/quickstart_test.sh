@@ -7,8 +7,8 @@ set -euo pipefail
 HOST="$1"; SRC="$2"; WORK="$3"
 STEPS=30
 cd "$SRC"
-for f in data/fortunes/train.jsonl data/fortunes/val.jsonl assets/hf/gpt2; do
-  [ -e "$f" ] || { echo "quickstart_test: $SRC/$f missing: run scripts/make-corpus.sh and scripts/fetch-assets.sh (scripts/test.sh does)"; exit 1; }
+for f in data/fortunes/train.jsonl data/fortunes/val.jsonl data/fortunes/tokenizer-4k/tokenizer.model; do
+  [ -e "$f" ] || { echo "quickstart_test: $SRC/$f missing: run scripts/make-corpus.sh and scripts/make-tokenizer.sh (scripts/test.sh and the ctest fixture e2e.quickstart_tokenizer do)"; exit 1; }
 done
 rm -rf "$WORK"; mkdir -p "$WORK"
 "$HOST" run examples/quickstart/config.yaml \
