@@ -129,6 +129,9 @@ uint64_t svc_derive_seed(void* ctx, const char* name) {
   return svc_derive_seed_impl(static_cast<const zc_host_services*>(ctx), name);
 }
 
+// A run's tracer: its ctx is HostServices::sink_.
+TraceSink* sink_of(void* ctx) { return static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire); }
+
 // The negotiation table's tracer: records nothing.
 zc_trace_level tracer_off_level(void*) { return ZC_TRACE_OFF; }
 void tracer_off_begin(void*, const char*, const char*, const char*) {}
@@ -180,20 +183,17 @@ HostServices::HostServices(uint64_t seed, int32_t num_threads, DLDevice device) 
                       0,
                       &sink_,
                       [](void* ctx) -> zc_trace_level {
-                        TraceSink* s = static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire);
+                        TraceSink* s = sink_of(ctx);
                         return s ? s->level() : static_cast<zc_trace_level>(ZC_TRACE_OFF);
                       },
                       [](void* ctx, const char* cat, const char* name, const char* args) {
-                        TraceSink* s = static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire);
-                        if (s) s->begin(cat ? cat : "", name ? name : "", args);
+                        if (TraceSink* s = sink_of(ctx)) s->begin(cat ? cat : "", name ? name : "", args);
                       },
                       [](void* ctx) {
-                        TraceSink* s = static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire);
-                        if (s) s->end();
+                        if (TraceSink* s = sink_of(ctx)) s->end();
                       },
                       [](void* ctx, const char* name, const char* args) {
-                        TraceSink* s = static_cast<std::atomic<TraceSink*>*>(ctx)->load(std::memory_order_acquire);
-                        if (s) s->counter(name ? name : "", args);
+                        if (TraceSink* s = sink_of(ctx)) s->counter(name ? name : "", args);
                       }};
   table_.tracer = &tracer_;
 }

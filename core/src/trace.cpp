@@ -64,9 +64,15 @@ void Trace::close_open_locked(double ts) {
   }
 }
 
+void Trace::record_step_span(std::string name, Clock::time_point t0, std::string args) {
+  const double ts = std::chrono::duration<double, std::micro>(t0 - origin_).count(), end = now_us();
+  std::lock_guard<std::mutex> lock(mu_);
+  close_open_locked(end);
+  events_.push_back({'X', 1, ts, end - ts, "step", std::move(name), std::move(args)});
+}
+
 void Trace::span(const char* name, Clock::time_point t0) {
   if (!now_) return;
-  const double ts = std::chrono::duration<double, std::micro>(t0 - origin_).count(), end = now_us();
   std::string args;
   if (pc_.profile_shapes && std::strcmp(name, "forward_backward") == 0) {
     sdk::json::Writer w;
@@ -74,17 +80,13 @@ void Trace::span(const char* name, Clock::time_point t0) {
     w.key("batch_size").integer(shapes_.batch_size).key("seq").integer(shapes_.seq).end_object();
     args = w.str();
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  close_open_locked(end);
-  events_.push_back({'X', 1, ts, end - ts, "step", name, std::move(args)});
+  record_step_span(name, t0, std::move(args));
 }
 
 void Trace::span_named(const std::string& name, Clock::time_point t0) noexcept {
   if (!now_) return;
-  const double ts = std::chrono::duration<double, std::micro>(t0 - origin_).count(), end = now_us();
   try {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.push_back({'X', 1, ts, end - ts, "step", name, ""});
+    record_step_span(name, t0, "");
   } catch (...) {  // out of memory: the span is lost
   }
 }

@@ -98,6 +98,8 @@ class Trace final : public TraceSink {
   };
   Thread& thread_locked();
   void close_open_locked(double ts);
+  // An engine span (tid 1, cat "step") from t0 to now; closes open plugin spans.
+  void record_step_span(std::string name, Clock::time_point t0, std::string args);
 
   struct Event {
     char ph;  // 'X' span, 'C' counter

@@ -23,22 +23,20 @@ import shutil
 import subprocess
 import sys
 
+from word_corpus import document, write_corpus
+
 
 def main():
     host, src, work = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    words = ["alpha", "beta", "gamma", "delta", "sky", "river", "stone", "light", "the", "a"]
-    with open(f"{work}/train.jsonl", "w") as tr, open(f"{work}/val.jsonl", "w") as va:
-        for i in range(120):
-            s = " ".join(words[(i * 7 + w * 3) % 10] for w in range(12 + i % 7))
-            (va if i % 6 == 5 else tr).write('{"text": "%s."}\n' % s)
+    write_corpus(work, docs=120, base_words=12, val_every=6)
     # Prompts and references cut from validation documents: each word is the
-    # one three places after the previous in `words`, which the model learns,
+    # one three places after the previous in word_corpus.WORDS, which the model learns,
     # so the scores are far from 0 and their equality with `score` means something.
     prompts = []
     for i in (5, 11, 17, 23):
-        seq = [words[(i * 7 + w * 3) % 10] for w in range(12 + i % 7)]
+        seq = document(i, 12)
         prompts.append((" ".join(seq[:5]), " " + " ".join(seq[5:10])))
     with open(f"{work}/prompts.jsonl", "w") as f:
         for p, r in prompts:

@@ -46,6 +46,8 @@ import shutil
 import subprocess
 import sys
 
+from word_corpus import write_corpus
+
 B, T = 4, 32
 D, L, H, HKV, HD = 64, 3, 4, 2, 16
 E, K, F, FD, S = 4, 2, 32, 96, 1
@@ -223,11 +225,7 @@ def main():
     host, src, work = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    words = ["alpha", "beta", "gamma", "delta", "sky", "river", "stone", "light", "the", "a"]
-    with open(f"{work}/train.jsonl", "w") as tr, open(f"{work}/val.jsonl", "w") as va:
-        for i in range(200):
-            s = " ".join(words[(i * 7 + w * 3) % 10] for w in range(30 + i % 7))
-            (va if i % 8 == 7 else tr).write('{"text": "%s."}\n' % s)
+    write_corpus(work, docs=200, base_words=30, val_every=8)
 
     for residual in ("deepnorm", "prenorm"):
         prof = "{enabled: false, profile_memory: true, profile_shapes: true}"

@@ -459,22 +459,28 @@ inline double attention_flops(const Config& c, int B, int Tn) {
 }
 
 /// A span of the host's profiler around one phase (README "Profiling"):
-/// category k.dir, args {"layer"} (absent outside the layers) and, with
+/// category `dir`, args {"layer"} (absent when layer < 0) and, with
 /// profiling.profile_shapes, {"tokens": rows of the call, "flops": the
 /// phase's floating-point operations, analytic (2 per multiply-add of its
 /// GEMMs; elementwise work not counted)}. A branch when nothing is recorded.
+zcode::sdk::Tracer::Span phase_span(const zcode::sdk::Tracer& tr, zc_trace_level lv, const char* dir, const char* name,
+                                    int layer, int64_t rows, double flops) {
+  if (!(lv & ZC_TRACE_SPANS)) return {};
+  char args[160];
+  const char* sep = layer >= 0 ? "," : "";
+  char layer_arg[32] = "";
+  if (layer >= 0) std::snprintf(layer_arg, sizeof layer_arg, "\"layer\":%d", layer);
+  if (lv & ZC_TRACE_SHAPES)
+    std::snprintf(args, sizeof args, "{%s%s\"tokens\":%lld,\"flops\":%.0f}", layer_arg, sep,
+                  static_cast<long long>(rows), flops);
+  else std::snprintf(args, sizeof args, "{%s}", layer_arg);
+  return tr.span(lv, dir, name, args);
+}
+/// phase_span for the layer, direction and rows of a block call.
 template <class T>
 zcode::sdk::Tracer::Span phase(const Ctx<T>& k, const char* name, double flops = 0) {
   if (!(k.trace & ZC_TRACE_SPANS)) return {};
-  char args[160];
-  const char* sep = k.layer >= 0 ? "," : "";
-  char layer[32] = "";
-  if (k.layer >= 0) std::snprintf(layer, sizeof layer, "\"layer\":%d", k.layer);
-  if (k.trace & ZC_TRACE_SHAPES)
-    std::snprintf(args, sizeof args, "{%s%s\"tokens\":%lld,\"flops\":%.0f}", layer, sep, static_cast<long long>(k.N),
-                  flops);
-  else std::snprintf(args, sizeof args, "{%s}", layer);
-  return k.tracer->span(k.trace, k.dir, name, args);
+  return phase_span(*k.tracer, k.trace, k.dir, name, k.layer, k.N, flops);
 }
 
 /// Ends `span` and begins the next phase in it. (Assigning a new phase over
@@ -1180,11 +1186,8 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   // One span: the head's forward GEMM, the loss and both backward GEMMs run
   // chunk by chunk, so they have no separate times (README "Profiling").
   const zc_trace_level lv = tracer_.level();
-  char head_args[96] = "{}";
-  if (lv & ZC_TRACE_SHAPES)
-    std::snprintf(head_args, sizeof head_args, "{\"tokens\":%lld,\"flops\":%.0f}", static_cast<long long>(N),
-                  6.0 * double(N) * double(V) * double(d));
-  auto head_span = tracer_.span(lv, "forward_backward", "lm_head_loss", head_args);
+  auto head_span =
+      phase_span(tracer_, lv, "forward_backward", "lm_head_loss", -1, N, 6.0 * double(N) * double(V) * double(d));
   if (sampled || (blas_pthread_ && omp_get_max_threads() > 1)) {
     // The unfused path: for sampled labels (drawn from each full softmax
     // row), and with OpenBLAS's pthread build on several threads, whose
