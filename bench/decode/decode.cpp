@@ -49,6 +49,7 @@
 #include "model.h"
 
 #include <zcode/kernels/gemm.h>
+#include <zcode/kernels/gemm_packed.h>
 #include <zcode/kernels/gemm_small_m.h>
 #include <zcode/kernels/threads.h>
 #include <zcode/sdk/file.h>
@@ -100,8 +101,9 @@ struct Run {
   std::vector<double> top1_logit, top2_logit, mean_logit;
   bool timed_equal_warmup = false;
   bool ok = false;
-  double head_s = 0;        // the LM head's GEMM alone, [batch, d]·[V, d]ᵀ (median of 20): the timing split
-  double head_sgemm_s = 0;  // ZCode only: the same product as one cblas_sgemm, for comparison
+  double head_s = 0;          // the LM head's GEMM alone, [batch, d]·[V, d]ᵀ (median of 20): the timing split
+  double head_sgemm_s = 0;    // ZCode only: the same product as one cblas_sgemm, for comparison
+  double head_small_m_s = 0;  // ZCode only: streamed unpacked (gemm_small_m.h, the decode head until 2026-12-06)
 };
 
 /// Arg-max (lowest id on ties), runner-up and mean of one row of V logits.
@@ -176,21 +178,33 @@ Run zcode_greedy(glm52::Model<float>& m, const std::vector<int32_t>& prompts, in
   return r;
 }
 
+/// The LM head products head_gemm_s can time.
+enum class Head {
+  kDecode,  ///< what decode_step runs: linear_fwd_packed on the panels packed at decode_begin
+  kSmallM,  ///< W streamed unpacked, one dot product per logit (gemm_small_m.h; the decode head until 2026-12-06)
+  kSgemm,   ///< one cblas_sgemm (the decode head before gemm_small_m.h)
+};
+
 /// Seconds of one LM-head product logits[b, V] = h[b, d]·W[V, d]ᵀ over the
 /// model's head weight on the same threads (median of 20 after one warm-up):
 /// the part of a decode step that is the head, with PyTorch's `h @ head.t()`
-/// timed alike in the peer. `sgemm`: one cblas_sgemm (what the plugin's decode
-/// ran before zcode/kernels/gemm_small_m.h, kept as the comparison); otherwise
-/// what decode_step runs (linear_fwd_small_m up to kSmallM rows).
-double head_gemm_s(glm52::Model<float>& m, int b, bool sgemm) {
+/// timed alike in the peer. The packing (once per session) is not timed.
+double head_gemm_s(glm52::Model<float>& m, int b, Head how) {
   const glm52::Config& c = m.config();
   const glm52::ParamInfo* w = m.find_param(c.tie_embeddings ? "embed.weight" : "lm_head.weight");
   const int d = c.d_model, V = static_cast<int>(c.vocab_size);
-  std::vector<float> h(size_t(b) * d, 0.01f), y(size_t(b) * V);
+  const float* W = m.params() + w->offset;
+  std::vector<float> h(size_t(b) * d, 0.01f), y(size_t(b) * V), Wp;
+  if (how == Head::kDecode) {
+    Wp.resize(size_t(zcode::kernels::packed_w_elems(V, d)));
+    zcode::kernels::pack_w_panels(V, d, W, Wp.data());
+  }
   auto once = [&] {
-    if (sgemm || b > zcode::kernels::kSmallM)
-      zcode::kernels::gemm(false, true, b, V, d, 1.f, h.data(), d, m.params() + w->offset, d, 0.f, y.data(), V);
-    else zcode::kernels::linear_fwd_small_m(b, V, d, h.data(), m.params() + w->offset, y.data(), V);
+    switch (how) {
+      case Head::kDecode: zcode::kernels::linear_fwd_packed(b, V, d, h.data(), Wp.data(), y.data(), V); break;
+      case Head::kSmallM: zcode::kernels::linear_fwd_small_m(b, V, d, h.data(), W, y.data(), V); break;
+      case Head::kSgemm: zcode::kernels::gemm(false, true, b, V, d, 1.f, h.data(), d, W, d, 0.f, y.data(), V); break;
+    }
   };
   once();
   std::vector<double> t;
@@ -209,8 +223,9 @@ Run zcode_run(glm52::Model<float>& m, const std::vector<int32_t>& prompts, int P
   warm.prefill_s = timed.prefill_s;
   warm.decode_s = timed.decode_s;
   warm.timed_equal_warmup = timed.tokens == warm.tokens;
-  warm.head_s = head_gemm_s(m, b, false);
-  warm.head_sgemm_s = head_gemm_s(m, b, true);
+  warm.head_s = head_gemm_s(m, b, Head::kDecode);
+  warm.head_sgemm_s = head_gemm_s(m, b, Head::kSgemm);
+  warm.head_small_m_s = head_gemm_s(m, b, Head::kSmallM);
   return warm;
 }
 
@@ -325,8 +340,10 @@ std::vector<Run> torch_peer(const Job& c, bool tuned, int threads, int N, const 
 void print_run(const char* who, const std::string& cfg, const Run& r, int P, int N) {
   if (!r.ok) return;
   const double step_ms = r.decode_s * 1e3 / N;
-  char sgemm[64] = "";
-  if (r.head_sgemm_s > 0) std::snprintf(sgemm, sizeof sgemm, " [head as one sgemm: %.3f ms]", r.head_sgemm_s * 1e3);
+  char sgemm[96] = "";
+  if (r.head_sgemm_s > 0)
+    std::snprintf(sgemm, sizeof sgemm, " [head as one sgemm: %.3f ms, unpacked small-M: %.3f ms]", r.head_sgemm_s * 1e3,
+                  r.head_small_m_s * 1e3);
   std::printf(
       "%-20s %-5s b=%d: prefill %8.1f tok/s (%7.1f ms) | decode %8.1f tok/s (%6.3f ms/step = LM head GEMM %.3f + "
       "rest %.3f)%s%s\n",

@@ -8,6 +8,7 @@
 #include <zcode/abi.h>
 #include <zcode/kernels/cross_entropy.h>
 #include <zcode/kernels/gemm.h>
+#include <zcode/kernels/gemm_packed.h>
 #include <zcode/kernels/gemm_small_m.h>
 #include <zcode/kernels/glu.h>
 #include <zcode/kernels/math.h>
@@ -989,6 +990,9 @@ struct Model<T>::DecodeSession {
   std::vector<int32_t> row_of;        // decode_step: entry i is cache row i
   std::vector<T> rope_cos, rope_sin;  // [max_tokens, rotary/2] one table row per entry
   std::vector<T> hrows;               // [max_tokens, d] final hidden rows that want logits
+  // float: the LM head packed into panels once per session (gemm_packed.h), so
+  // a step streams it without OpenBLAS's per-call packing; empty for double.
+  std::vector<float> head_packed;
 };
 
 // ---------------------------------------------------------------------------
@@ -1326,6 +1330,15 @@ void Model<T>::forward_logits(const int32_t* tokens, int n, float* out) {
 // ---------------------------------------------------------------------------
 
 template <class T>
+void Model<T>::pack_head(DecodeSession& s) const {
+  if constexpr (std::is_same_v<T, float>) {
+    const int V = static_cast<int>(cfg_.vocab_size), d = static_cast<int>(cfg_.d_model);
+    s.head_packed.resize(size_t(zcode::kernels::packed_w_elems(V, d)));
+    zcode::kernels::pack_w_panels(V, d, head_weight(), s.head_packed.data());
+  }
+}
+
+template <class T>
 typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len) {
   const Config& c = cfg_;
   if (batch < 1 || max_len < 1 || max_len > c.max_seq_len)
@@ -1351,6 +1364,7 @@ typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len)
   s->ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(s->ws->bytes));
   if (!s->ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_begin: out of memory");
   s->ws->plan(c, batch, 1, false, s->threads, s->ws->mem);
+  pack_head(*s);
   return s.release();
 }
 
@@ -1431,13 +1445,12 @@ void Model<T>::decode_rows(DecodeSession* s, int n, const int32_t* slot_of, cons
   if (rows == 0) return;
   if (!out_logits) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: NULL out_logits with rows wanted");
   if constexpr (std::is_same_v<T, float>) {
-    if (invariant || rows <= zcode::kernels::kSmallM) {
-      // A few rows against the whole [V, d] head: stream W once, straight into the caller's
-      // logits (no packing, no zero-fill, no copy; bench/decode: the head is most of a step).
-      zcode::kernels::linear_fwd_small_m(static_cast<int>(rows), static_cast<int>(V), static_cast<int>(d), hf,
-                                         head_weight(), out_logits, static_cast<long>(V));
-      return;
-    }
+    // The head is most of a step's FLOPs (bench/decode). Against the panels packed at
+    // decode_*_begin: W read once per step whatever the rows, straight into the caller's
+    // logits, each logit one FMA chain (the same bits at any batch, as `invariant` needs).
+    zcode::kernels::linear_fwd_packed(static_cast<int>(rows), static_cast<int>(V), static_cast<int>(d), hf,
+                                      s->head_packed.data(), out_logits, static_cast<long>(V));
+    return;
   }
   const int64_t chunk = ws.head_chunk_rows(rows);
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
@@ -1514,6 +1527,7 @@ typename Model<T>::DecodeSession* Model<T>::decode_slots_begin(int slots, int ma
   s->ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(s->ws->bytes));
   if (!s->ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_slots_begin: out of memory");
   s->ws->plan(c, max_tokens, 1, false, s->threads, s->ws->mem);
+  pack_head(*s);
   return s.release();
 }
 
