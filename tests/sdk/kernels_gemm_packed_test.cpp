@@ -50,8 +50,8 @@ void check(Isa isa, int M, int N, int K, long ldy) {
       }
       const float got = y[size_t(i) * ldy + j];
       ASSERT_EQ(0, std::memcmp(&got, &chain, sizeof(float)))
-          << zcode::kernels::isa_name(isa) << " M " << M << " N " << N << " K " << K << " at " << i << "," << j
-          << ": " << got << " vs the fma chain's " << chain;
+          << zcode::kernels::isa_name(isa) << " M " << M << " N " << N << " K " << K << " at " << i << "," << j << ": "
+          << got << " vs the fma chain's " << chain;
       // Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., eq. 3.5.
       ASSERT_NEAR(got, static_cast<double>(exact), 2.0 * (K + 2) * 0x1p-24 * static_cast<double>(mag) + 1e-30);
     }
@@ -84,7 +84,7 @@ TEST(GemmPacked, PackLayout) {
     for (int k = 0; k < K; ++k) W[size_t(j) * K + k] = float(100 * j + k);
   ASSERT_EQ(zcode::kernels::packed_w_elems(N, K), 2 * 16 * 3);
   const std::vector<float> Wp = packed(N, K, W);
-  EXPECT_EQ(Wp[(0 * K + 2) * 16 + 5], 502.f);  // panel 0, k 2, column 5
+  EXPECT_EQ(Wp[(0 * K + 2) * 16 + 5], 502.f);   // panel 0, k 2, column 5
   EXPECT_EQ(Wp[(1 * K + 1) * 16 + 1], 1701.f);  // panel 1, k 1, column 1 = row 17
   EXPECT_EQ(Wp[(1 * K + 1) * 16 + 2], 0.f);     // past N: zero
 }

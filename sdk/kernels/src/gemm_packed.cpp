@@ -46,8 +46,9 @@ void group_scalar(int M, int K, const float* x, const float* Wp, int panels, int
 // R rows of x against C panels: R·C accumulators of 16 lanes, one
 // broadcast of x[i, k] per row and one load per panel per k.
 template <int R, int C>
-__attribute__((target("avx512f,avx2,fma"))) inline void tile_avx512(int K, const float* x, const float* Wp, int last_cols,
-                                                                    bool last_partial, float* y, long ldy) {
+__attribute__((target("avx512f,avx2,fma"))) inline void tile_avx512(int K, const float* x, const float* Wp,
+                                                                    int last_cols, bool last_partial, float* y,
+                                                                    long ldy) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -85,8 +86,8 @@ __attribute__((target("avx512f,avx2,fma"))) void rows_avx512(int M, int K, const
   }
 }
 
-__attribute__((target("avx512f,avx2,fma"))) void group_avx512(int M, int K, const float* x, const float* Wp,
-                                                              int panels, int last_cols, float* y, long ldy) {
+__attribute__((target("avx512f,avx2,fma"))) void group_avx512(int M, int K, const float* x, const float* Wp, int panels,
+                                                              int last_cols, float* y, long ldy) {
   switch (panels) {
     case 4: rows_avx512<4>(M, K, x, Wp, last_cols, y, ldy); break;
     case 3: rows_avx512<3>(M, K, x, Wp, last_cols, y, ldy); break;

@@ -29,9 +29,7 @@ namespace zcode::kernels {
 inline constexpr int kPackedCols = 16;
 
 /// Floats of the packed copy of W [N, K]: ceil(N / 16)·16·K.
-inline int64_t packed_w_elems(int N, int K) {
-  return int64_t{(N + kPackedCols - 1) / kPackedCols} * kPackedCols * K;
-}
+inline int64_t packed_w_elems(int N, int K) { return int64_t{(N + kPackedCols - 1) / kPackedCols} * kPackedCols * K; }
 
 /// Wp ← W [N, K] (row-major) as ceil(N/16) panels, each [K][16]:
 /// Wp[(p·K + k)·16 + c] = W[16p + c, k], 0 for rows ≥ N. Wp holds
