@@ -138,7 +138,9 @@ void Model<T>::build_params() {
       lo.w2 = add(p + "ffn.w2", {d, c.ffn_hidden}, 0);
     } else {
       lo.router = add(p + "moe.router", {c.moe_experts, d}, ZC_PARAM_ROUTER);
-      for (int e = 0; e < c.moe_experts; ++e) {
+      // Expert parallelism: this rank's experts only, under their global names.
+      const int e0 = ep_.rank * (c.moe_experts / ep_.size);
+      for (int e = e0; e < e0 + c.moe_experts / ep_.size; ++e) {
         const std::string q = p + "moe.experts." + std::to_string(e) + ".";
         lo.ew13.push_back(add(q + "w1", {F, d}, ZC_PARAM_EXPERT));
         add(q + "w3", {F, d}, ZC_PARAM_EXPERT, true);
@@ -189,8 +191,23 @@ void Model<T>::init_params(uint64_t seed) {
 }
 
 template <class T>
-Model<T>::Model(const Config& cfg, uint64_t init_seed)
-    : cfg_(cfg), blas_pthread_(zcode::kernels::blas_threading() == "pthread") {
+Model<T>::Model(const Config& cfg, ShapeOnly) : cfg_(cfg) {
+  build_params();
+}
+
+template <class T>
+Model<T>::Model(const Config& cfg, uint64_t init_seed, ExpertGroup experts)
+    : cfg_(cfg), ep_(std::move(experts)), blas_pthread_(zcode::kernels::blas_threading() == "pthread") {
+  if (ep_.size < 1 || ep_.rank < 0 || ep_.rank >= ep_.size)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "glm52: expert group rank " + std::to_string(ep_.rank) + " of size " +
+                                             std::to_string(ep_.size) + " (expected 0 <= rank < size)");
+  if (ep_.size > 1) {
+    if (cfg_.moe_experts % ep_.size != 0)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "glm52: distributed.expert_parallel = " + std::to_string(ep_.size) +
+                                               " does not divide model.moe_experts = " +
+                                               std::to_string(cfg_.moe_experts) + " (each rank holds E/K experts)");
+    if (!ep_.alltoallv) throw Error(ZC_ERR_INVALID_ARGUMENT, "glm52: an expert group without alltoallv");
+  }
   build_params();
   const size_t bytes = sizeof(T) * static_cast<size_t>(n_elems_);
   params_.reset(static_cast<T*>(zcode::kernels::alloc_large(bytes)));
@@ -426,6 +443,61 @@ size_t Model<T>::workspace_bytes() const {
 }
 
 // ---------------------------------------------------------------------------
+// Expert parallelism: the buffers of the routed experts' exchange
+// ---------------------------------------------------------------------------
+
+/// A rank of an expert group sends each routed row to the rank that owns its
+/// expert and gets back that expert's output (README.md, "Expert
+/// parallelism"). Rows arrive source-major, then by local expert, so the
+/// rows of (source q, local expert j) are one block: the block the source's
+/// own forward would have given that expert in one process.
+template <class T>
+struct Model<T>::ExpertExchange {
+  const ExpertGroup* group = nullptr;
+  ExpertGroup::Type type = ExpertGroup::Type::kF32;
+  int64_t tokens = 0;                           // N the buffers are sized for
+  std::vector<int64_t> send_cnt, recv_cnt;      // [E]: rows per (owner, its expert) / (source, my expert)
+  std::vector<int64_t> per_rank;                // [K]: E/K each (the counts' own exchange)
+  std::vector<int64_t> send_elems, recv_elems;  // [K]: elements to / from each rank
+  std::vector<int32_t> off;                     // [E + 1]: received rows, source-major, prefix sums
+  std::vector<int32_t> off_src;                 // [E/K + 1]: one source's rows by local expert, from 0
+  std::vector<T> x, a13, g, y;                  // received rows [R, d], [R, 2F], [R, F], [R, d]
+  std::vector<T> gtmp;                          // one source's gradients of one layer's local experts
+};
+
+template <class T>
+typename Model<T>::ExpertExchange& Model<T>::ensure_exchange(int64_t N) {
+  const Config& c = cfg_;
+  if (!ex_) {
+    ex_ = std::make_unique<ExpertExchange>();
+    ex_->group = &ep_;
+    ex_->type = std::is_same_v<T, double> ? ExpertGroup::Type::kF64 : ExpertGroup::Type::kF32;
+    const int64_t E = c.moe_experts, K = ep_.size;
+    ex_->send_cnt.assign(E, 0);
+    ex_->recv_cnt.assign(E, 0);
+    ex_->per_rank.assign(K, E / K);
+    ex_->send_elems.assign(K, 0);
+    ex_->recv_elems.assign(K, 0);
+    ex_->off.assign(E + 1, 0);
+    ex_->off_src.assign(E / K + 1, 0);
+    int64_t span = 0;  // one layer's local experts, as laid out by build_params
+    for (const LayerOffsets& lo : layers_)
+      if (!lo.ew13.empty()) span = lo.ew2.back() + int64_t{c.d_model} * c.moe_ffn_hidden - lo.ew13.front();
+    ex_->gtmp.assign(static_cast<size_t>(span), T(0));
+  }
+  if (N > ex_->tokens) {
+    // Each source sends at most its N·k assignments, so K·N·k rows bound what arrives.
+    const int64_t R = int64_t{ep_.size} * N * c.moe_top_k, d = c.d_model, F = c.moe_ffn_hidden;
+    ex_->x.assign(static_cast<size_t>(R * d), T(0));
+    ex_->a13.assign(static_cast<size_t>(R * 2 * F), T(0));
+    ex_->g.assign(static_cast<size_t>(R * F), T(0));
+    ex_->y.assign(static_cast<size_t>(R * d), T(0));
+    ex_->tokens = N;
+  }
+  return *ex_;
+}
+
+// ---------------------------------------------------------------------------
 // Blocks
 // ---------------------------------------------------------------------------
 
@@ -451,6 +523,7 @@ struct Ctx {
   zc_trace_level trace = ZC_TRACE_OFF;
   const char* dir = "forward";
   int layer = -1;
+  typename Model<T>::ExpertExchange* ex = nullptr;  // expert parallelism: the routed experts' exchange
 };
 
 /// Forward FLOPs of causal attention over B sequences of Tn tokens: Q·Kᵀ
@@ -539,18 +612,19 @@ void glu_fwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, cons
   zcode::kernels::silu_glu_fwd(a13, g, rows, F);
   fwd_linear(k, static_cast<int>(rows), d, F, g, k.P + w2, out, beta);
 }
-/// Given dout, accumulates dW1, dW3, dW2 and writes (beta 0) or adds (beta 1)
-/// dx (dx may alias x). Consumes a13 (overwritten by its gradient); g
-/// [rows, F] is scratch.
+/// Given dout, accumulates dW1, dW3, dW2 (into k.G at w13 and w2, or into
+/// dw13 and dw2 when given) and writes (beta 0) or adds (beta 1) dx (dx may
+/// alias x). Consumes a13 (overwritten by its gradient); g [rows, F] is
+/// scratch.
 template <class T>
 void glu_bwd(const Ctx<T>& k, int64_t w13, int64_t w2, int F, int64_t rows, const T* x, T* a13, T* g, const T* dout,
-             T* dx, T beta) {
+             T* dx, T beta, T* dw13 = nullptr, T* dw2 = nullptr) {
   const int d = k.c.d_model, n = static_cast<int>(rows);
   zcode::kernels::silu_glu_fwd(a13, g, rows, F);  // recomputed, not kept
-  linear_bwd_w<T>(n, d, F, dout, g, k.G + w2);
+  linear_bwd_w<T>(n, d, F, dout, g, dw2 ? dw2 : k.G + w2);
   linear_bwd_x<T>(n, d, F, dout, k.P + w2, g, T(0));  // g now holds dg
   zcode::kernels::silu_glu_bwd(a13, g, a13, rows, F);
-  linear_bwd_w<T>(n, 2 * F, d, a13, x, k.G + w13);
+  linear_bwd_w<T>(n, 2 * F, d, a13, x, dw13 ? dw13 : k.G + w13);
   linear_bwd_x<T>(n, 2 * F, d, a13, k.P + w13, dx, beta);
 }
 
@@ -584,6 +658,25 @@ void for_each_expert(const int32_t* off, int64_t E, double alone_share, F&& f) {
   });
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t i = 0; i < n_small; ++i) f(order[i]);
+}
+
+/// Expert parallelism: tells each owner how many of this rank's rows go to
+/// each of its experts (`off` [E+1]: this rank's kept rows by global expert,
+/// which are also by owner), and lays out the rows that arrive: k.ex->off,
+/// source-major then by local expert; the element counts of both ways.
+template <class T>
+void ep_plan(const Ctx<T>& k, const int32_t* off) {
+  auto& X = *k.ex;
+  const ExpertGroup& grp = *X.group;
+  const int64_t E = k.c.moe_experts, K = grp.size, El = E / K, d = k.c.d_model;
+  for (int64_t e = 0; e < E; ++e) X.send_cnt[e] = off[e + 1] - off[e];
+  grp.alltoallv(X.send_cnt.data(), X.per_rank.data(), X.recv_cnt.data(), X.per_rank.data(), ExpertGroup::Type::kI64);
+  X.off[0] = 0;
+  for (int64_t i = 0; i < E; ++i) X.off[i + 1] = X.off[i] + static_cast<int32_t>(X.recv_cnt[i]);
+  for (int64_t q = 0; q < K; ++q) {
+    X.send_elems[q] = int64_t{off[(q + 1) * El] - off[q * El]} * d;
+    X.recv_elems[q] = int64_t{X.off[(q + 1) * El] - X.off[q * El]} * d;
+  }
 }
 
 /// Router and dispatch (README §5): p = softmax(z) or σ(z), z = x·Wrᵀ; top-k by
@@ -681,11 +774,27 @@ void moe_fwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < kept; ++row)
     std::memcpy(k.ws.xe + row * d, x + (a.asg_of_row[row] / K) * d, sizeof(T) * static_cast<size_t>(d));
-  for_each_expert(a.off, E, c.blocking.expert_alone_share, [&](int64_t e) {
-    const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
-    glu_fwd(k, lo.ew13[e], lo.ew2[e], F, ne, k.ws.xe + r0 * d, a.a13e + r0 * 2 * F, k.ws.gbuf + r0 * F, a.ye + r0 * d,
-            T(0));
-  });
+  if (k.ex) {
+    // Expert parallel: the rows to their experts' owners, each (source, local
+    // expert) block through the GEMMs one process would give that source's
+    // rows of that expert, the outputs back in the order they left.
+    auto& X = *k.ex;
+    const int64_t El = E / X.group->size;
+    ep_plan(k, a.off);
+    X.group->alltoallv(k.ws.xe, X.send_elems.data(), X.x.data(), X.recv_elems.data(), X.type);
+    for_each_expert(X.off.data(), E, c.blocking.expert_alone_share, [&](int64_t i) {
+      const int64_t j = i % El, r0 = X.off[i], ne = X.off[i + 1] - r0;
+      glu_fwd(k, lo.ew13[j], lo.ew2[j], F, ne, X.x.data() + r0 * d, X.a13.data() + r0 * 2 * F, X.g.data() + r0 * F,
+              X.y.data() + r0 * d, T(0));
+    });
+    X.group->alltoallv(X.y.data(), X.recv_elems.data(), a.ye, X.send_elems.data(), X.type);
+  } else {
+    for_each_expert(a.off, E, c.blocking.expert_alone_share, [&](int64_t e) {
+      const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
+      glu_fwd(k, lo.ew13[e], lo.ew2[e], F, ne, k.ws.xe + r0 * d, a.a13e + r0 * 2 * F, k.ws.gbuf + r0 * F, a.ye + r0 * d,
+              T(0));
+    });
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     T* o = out + n * d;
@@ -735,11 +844,45 @@ void moe_bwd(const Ctx<T>& k, const typename Model<T>::LayerOffsets& lo, typenam
     }
     k.ws.dgate[i] = s;
   }
-  for_each_expert(a.off, E, c.blocking.expert_alone_share, [&](int64_t e) {
-    const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
-    glu_bwd(k, lo.ew13[e], lo.ew2[e], F, ne, xe + r0 * d, a.a13e + r0 * 2 * F, g + r0 * F, dye + r0 * d, xe + r0 * d,
-            T(0));  // xe becomes ∂L/∂xe
-  });
+  if (k.ex) {
+    // Expert parallel: x and ∂L/∂y of every routed row to its expert's owner
+    // (the forward's counts, exchanged again), which recomputes the
+    // pre-activations (the forward's GEMM on the same rows: the same bits)
+    // and runs each source's backward into a zeroed buffer, added to the
+    // gradient in source order: one process with the sources as
+    // consecutive micro-batches sums in that order. ∂L/∂x goes back.
+    auto& X = *k.ex;
+    const int64_t K = X.group->size, El = E / K;
+    ep_plan(k, a.off);
+    X.group->alltoallv(xe, X.send_elems.data(), X.x.data(), X.recv_elems.data(), X.type);
+    X.group->alltoallv(dye, X.send_elems.data(), X.y.data(), X.recv_elems.data(), X.type);
+    const int64_t g0 = lo.ew13.front(), gn = static_cast<int64_t>(X.gtmp.size());
+    for (int64_t q = 0; q < K; ++q) {
+      const int32_t* o = X.off.data() + q * El;
+      for (int64_t j = 0; j <= El; ++j) X.off_src[j] = o[j] - o[0];
+      std::fill(X.gtmp.begin(), X.gtmp.end(), T(0));
+      T *xq = X.x.data() + int64_t{o[0]} * d, *aq = X.a13.data() + int64_t{o[0]} * 2 * F;
+      T *gq = X.g.data() + int64_t{o[0]} * F, *dq = X.y.data() + int64_t{o[0]} * d;
+      for_each_expert(X.off_src.data(), El, c.blocking.expert_alone_share, [&](int64_t j) {
+        const int64_t r0 = X.off_src[j], ne = X.off_src[j + 1] - r0;
+        fwd_linear(k, static_cast<int>(ne), 2 * F, static_cast<int>(d), xq + r0 * d, k.P + lo.ew13[j], aq + r0 * 2 * F);
+        glu_bwd(k, lo.ew13[j], lo.ew2[j], F, ne, xq + r0 * d, aq + r0 * 2 * F, gq + r0 * F, dq + r0 * d, xq + r0 * d,
+                T(0), X.gtmp.data() + (lo.ew13[j] - g0),
+                X.gtmp.data() + (lo.ew2[j] - g0));  // the received x becomes ∂L/∂x
+      });
+      T* G = k.G + g0;
+      const T* t = X.gtmp.data();
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < gn; ++i) G[i] += t[i];
+    }
+    X.group->alltoallv(X.x.data(), X.recv_elems.data(), xe, X.send_elems.data(), X.type);
+  } else {
+    for_each_expert(a.off, E, c.blocking.expert_alone_share, [&](int64_t e) {
+      const int64_t r0 = a.off[e], ne = a.off[e + 1] - r0;
+      glu_bwd(k, lo.ew13[e], lo.ew2[e], F, ne, xe + r0 * d, a.a13e + r0 * 2 * F, g + r0 * F, dye + r0 * d, xe + r0 * d,
+              T(0));  // xe becomes ∂L/∂xe
+    });
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     T* o = dx + n * d;
@@ -1017,6 +1160,7 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
            &tracer_,
            tracer_.level(),
            "forward"};
+  if (ep_.size > 1) k.ex = &ensure_exchange(k.N);
   const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
   {  // Embedding: h = embed.weight[ids], and the positions.
@@ -1084,6 +1228,7 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
            &tracer_,
            tracer_.level(),
            "backward"};
+  if (ep_.size > 1) k.ex = &ensure_exchange(k.N);
   const int64_t N = k.N, d = c.d_model;
   const bool deep = c.residual == Residual::kDeepNorm;
   // ws.gx holds ∂L/∂(final hidden) on entry (written by the LM head), then
@@ -1341,6 +1486,10 @@ void Model<T>::pack_head(DecodeSession& s) const {
 template <class T>
 typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len) {
   const Config& c = cfg_;
+  if (ep_.size > 1)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_begin: this model holds " + std::to_string(local_experts()) + " of " +
+                                             std::to_string(c.moe_experts) +
+                                             " experts (expert parallel); decode from the checkpoint in one process");
   if (batch < 1 || max_len < 1 || max_len > c.max_seq_len)
     throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_begin: batch " + std::to_string(batch) + ", max_len " +
                                              std::to_string(max_len) + " (expected >= 1 and max_len <= max_seq_len " +
@@ -1501,6 +1650,10 @@ void Model<T>::decode_reorder(DecodeSession* s, const int32_t* src) {
 template <class T>
 typename Model<T>::DecodeSession* Model<T>::decode_slots_begin(int slots, int max_len, int max_tokens) {
   const Config& c = cfg_;
+  if (ep_.size > 1)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_begin: this model holds " + std::to_string(local_experts()) +
+                                             " of " + std::to_string(c.moe_experts) +
+                                             " experts (expert parallel); decode from the checkpoint in one process");
   if (slots < 1 || max_len < 1 || max_len > c.max_seq_len || max_tokens < 1)
     throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_begin: slots " + std::to_string(slots) + ", max_len " +
                                              std::to_string(max_len) + ", max_tokens " + std::to_string(max_tokens) +

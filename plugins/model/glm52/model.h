@@ -13,6 +13,7 @@
 #include <zcode/sdk/trace.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,17 +57,39 @@ struct BatchView {
   int B = 0, T = 0;
 };
 
+/// The expert-parallel group (README.md, "Expert parallelism"): `size`
+/// ranks split the routed experts, rank `rank` holding the `E / size`
+/// experts [rank·E/size, (rank+1)·E/size). `alltoallv` is the group's
+/// zc_collectives.alltoallv: send_counts[q] elements of `send` (in rank
+/// order) go to rank q, recv_counts[q] from rank q land in `recv` in rank
+/// order; every rank of the group calls it at the same points with matching
+/// counts. size 1 (the default): every expert local, no call made.
+struct ExpertGroup {
+  enum class Type { kI64, kF32, kF64 };
+  int size = 1, rank = 0;
+  std::function<void(const void* send, const int64_t* send_counts, void* recv, const int64_t* recv_counts, Type)>
+      alltoallv;
+};
+
 template <class T>
 class Model {
  public:
   /// Builds the parameters and initialises them from `init_seed`
-  /// (README.md, "Init"). Throws zcode::sdk::Error on bad dims.
-  Model(const Config& cfg, uint64_t init_seed);
+  /// (README.md, "Init"). Throws zcode::sdk::Error on bad dims. With an
+  /// expert group of size K > 1 the model holds only its E/K routed experts
+  /// (their names and initial values are those of the full model's), and
+  /// forward_backward, forward_logprobs and forward_logits are collectives
+  /// of the group: every rank calls them together, each on its own batch of
+  /// the same shape. Throws when K does not divide moe_experts.
+  Model(const Config& cfg, uint64_t init_seed, ExpertGroup experts = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   const Config& config() const { return cfg_; }
+  /// Routed experts this rank holds: [first_expert(), + local_experts()).
+  int first_expert() const { return ep_.rank * local_experts(); }
+  int local_experts() const { return cfg_.moe_experts / ep_.size; }
   /// Replaces the blocking (the one a checkpoint recorded, on resume): the
   /// workspace is laid out anew by the next entry point, and the last
   /// forward_backward's activations are no longer valid.
@@ -103,6 +126,7 @@ class Model {
 
   struct DecodeSession;
   /// KV-cache decoding (dropless MoE): `batch` sequences of ≤ max_len tokens.
+  /// Needs every expert: throws under expert parallelism (as decode_slots_begin).
   DecodeSession* decode_begin(int batch, int max_len);
   /// Appends tokens[batch] and writes logits [batch, V].
   void decode_step(DecodeSession* s, const int32_t* tokens, float* out_logits);
@@ -164,10 +188,11 @@ class Model {
 
   struct Workspace;
   struct LayerOffsets;
+  struct ExpertExchange;
 
  private:
   struct ShapeOnly {};
-  Model(const Config& cfg, ShapeOnly) : cfg_(cfg) { build_params(); }  // memory_plan: no buffers
+  Model(const Config& cfg, ShapeOnly);  // memory_plan: no buffers
   void build_params();
   void init_params(uint64_t seed);
   void check_batch(const BatchView& b) const;
@@ -184,7 +209,13 @@ class Model {
   const T* head_weight() const;
   T* head_grad();
 
+  /// The expert exchange's buffers for N tokens a rank (grown, never in a
+  /// steady-state step).
+  ExpertExchange& ensure_exchange(int64_t N);
+
   Config cfg_;
+  ExpertGroup ep_;
+  std::unique_ptr<ExpertExchange> ex_;  // expert parallelism only
   std::vector<ParamInfo> infos_;
   std::vector<LayerOffsets> layers_;
   std::vector<size_t> layer_first_param_;  // [n_layers + 1]: param_infos() index where layer l's start

@@ -1,5 +1,6 @@
 // glm52/plugin.cpp: the `glm52` model component (ABI glue over Model<float>).
 #include "config.h"
+#include "expert_group.h"
 #include "model.h"
 #include "schema.h"
 
@@ -62,7 +63,10 @@ class Glm52 : public zcode::sdk::Model {
     const zcode::sdk::Options opts(ctx.raw()->options_json, "model");
     cfg_ = glm52::Config::resolve(opts, ctx.config(), tokenizer_vocab(ctx));
     pinned_blocking_ = zcode::sdk::to_json(opts.object("blocking").json());
-    model_ = std::make_unique<glm52::Model<float>>(cfg_, host_.derive_seed("model/init"));
+    // The job's expert group (one rank unless distributed.expert_parallel > 1):
+    // this rank's share of the routed experts, exchanged over the host's collectives.
+    model_ = std::make_unique<glm52::Model<float>>(cfg_, host_.derive_seed("model/init"),
+                                                   glm52::expert_group(zcode::sdk::Collectives(ctx.host().raw())));
     model_->set_tracer(ctx.host().raw());
     const auto& infos = model_->param_infos();
     values_.resize(infos.size());
