@@ -33,11 +33,17 @@ std::vector<float> packed(int N, int K, const std::vector<float>& W) {
   return Wp;
 }
 
-void check(Isa isa, int M, int N, int K, long ldy) {
+/// accumulate: y starts as values of its own and must become y + the chain
+/// (one rounded float add after it).
+void check(Isa isa, int M, int N, int K, long ldy, bool accumulate = false) {
   const std::vector<float> x = uniform(size_t(M) * K, 11 + M), W = uniform(size_t(N) * K, 17 + K);
   const std::vector<float> Wp = packed(N, K, W);
   std::vector<float> y(size_t(M) * ldy + 1, -7.f);  // sentinel past each row's N
-  ASSERT_TRUE(zcode::kernels::linear_fwd_packed_on(isa, M, N, K, x.data(), Wp.data(), y.data(), ldy));
+  const std::vector<float> y0 = uniform(y.size(), 23 + N);
+  if (accumulate)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) y[size_t(i) * ldy + j] = y0[size_t(i) * ldy + j];
+  ASSERT_TRUE(zcode::kernels::linear_fwd_packed_on(isa, M, N, K, x.data(), Wp.data(), y.data(), ldy, accumulate));
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
       float chain = 0;  // the definition: one fma chain in k order from 0
@@ -49,6 +55,13 @@ void check(Isa isa, int M, int N, int K, long ldy) {
         mag += std::fabs(static_cast<long double>(a) * b);
       }
       const float got = y[size_t(i) * ldy + j];
+      if (accumulate) {
+        const float want = y0[size_t(i) * ldy + j] + chain;
+        ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(float)))
+            << zcode::kernels::isa_name(isa) << " accumulate M " << M << " N " << N << " K " << K << " at " << i << ","
+            << j;
+        continue;
+      }
       ASSERT_EQ(0, std::memcmp(&got, &chain, sizeof(float)))
           << zcode::kernels::isa_name(isa) << " M " << M << " N " << N << " K " << K << " at " << i << "," << j << ": "
           << got << " vs the fma chain's " << chain;
@@ -67,6 +80,11 @@ TEST_P(GemmPackedVariant, EqualsTheFmaChain) {
   for (int M : {1, 2, 3, 4, 5, 7, 33})
     for (int K : {1, 7, 16, 64, 257})
       for (int N : {1, 5, 16, 17, 31, 48, 63, 64, 65, 130}) check(GetParam(), M, N, K, N + (N % 3));
+}
+
+TEST_P(GemmPackedVariant, AccumulateAddsTheChainToY) {
+  for (int M : {1, 3, 4, 6})
+    for (int N : {5, 16, 17, 64, 65, 130}) check(GetParam(), M, N, 64, N + 2, true);
 }
 
 TEST_P(GemmPackedVariant, ManyColumnsInParallel) {

@@ -566,13 +566,26 @@ void next_phase(zcode::sdk::Tracer::Span& span, const Ctx<T>& k, const char* nam
   span = phase(k, name, flops);
 }
 
+/// The decode session's copy of the weight [N, K] at parameter offset `off`,
+/// packed at begin (gemm_packed.h), or null (T = double, or no such copy).
+template <class T>
+const float* session_packed(void* session, int64_t off, int N, int K);
+
 /// y[M, N] = x[M, K]·W[N, K]ᵀ + beta·y (beta 0 or 1; torch.nn.Linear without
-/// bias). In a decode step (k.session set) the few rows stream W once
-/// (zcode/kernels/gemm_small_m.h: sgemm packs W on every call); training and
-/// evaluation keep OpenBLAS's sgemm, and with it their bits.
+/// bias). In a decode step (k.session set) W comes from the session's packed
+/// copy (gemm_packed.h: each panel read once per call, one FMA chain per
+/// output whatever M, so slot decoding stays batch-invariant); a weight
+/// without one streams through gemm_small_m.h (sgemm packs W on every call).
+/// Training and evaluation keep OpenBLAS's sgemm, and with it their bits.
 template <class T>
 void fwd_linear(const Ctx<T>& k, int M, int N, int K, const T* x, const T* W, T* y, T beta = T(0)) {
   if constexpr (std::is_same_v<T, float>) {
+    if (k.session && (beta == 0.f || beta == 1.f)) {
+      if (const float* Wp = session_packed<T>(k.session, W - k.P, N, K)) {
+        zcode::kernels::linear_fwd_packed(M, N, K, x, Wp, y, N, beta == 1.f);
+        return;
+      }
+    }
     if (k.session && (M <= zcode::kernels::kSmallM || k.invariant) && (beta == 0.f || beta == 1.f)) {
       zcode::kernels::linear_fwd_small_m(M, N, K, x, W, y, N, beta == 1.f);
       return;
@@ -1133,10 +1146,33 @@ struct Model<T>::DecodeSession {
   std::vector<int32_t> row_of;        // decode_step: entry i is cache row i
   std::vector<T> rope_cos, rope_sin;  // [max_tokens, rotary/2] one table row per entry
   std::vector<T> hrows;               // [max_tokens, d] final hidden rows that want logits
-  // float: the LM head packed into panels once per session (gemm_packed.h), so
-  // a step streams it without OpenBLAS's per-call packing; empty for double.
+  // float: the LM head and every linear map of a step packed into panels once
+  // per session (gemm_packed.h), so a step streams them without OpenBLAS's
+  // per-call packing; empty for double. packed_at: (parameter offset, N, K,
+  // offset in packed), sorted by parameter offset.
   std::vector<float> head_packed;
+  struct Packed {
+    int64_t off;
+    int N, K;
+    int64_t at;
+  };
+  std::vector<Packed> packed_at;
+  std::vector<float> packed;
 };
+
+namespace {
+template <class T>
+const float* session_packed(void* session, int64_t off, int N, int K) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return nullptr;
+  } else {
+    const auto& idx = static_cast<typename Model<T>::DecodeSession*>(session)->packed_at;
+    auto it = std::lower_bound(idx.begin(), idx.end(), off, [](const auto& p, int64_t o) { return p.off < o; });
+    if (it == idx.end() || it->off != off || it->N != N || it->K != K) return nullptr;
+    return static_cast<typename Model<T>::DecodeSession*>(session)->packed.data() + it->at;
+  }
+}
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Forward
@@ -1475,11 +1511,43 @@ void Model<T>::forward_logits(const int32_t* tokens, int n, float* out) {
 // ---------------------------------------------------------------------------
 
 template <class T>
-void Model<T>::pack_head(DecodeSession& s) const {
+void Model<T>::pack_weights(DecodeSession& s) const {
   if constexpr (std::is_same_v<T, float>) {
-    const int V = static_cast<int>(cfg_.vocab_size), d = static_cast<int>(cfg_.d_model);
+    const Config& c = cfg_;
+    const int V = static_cast<int>(c.vocab_size), d = static_cast<int>(c.d_model);
     s.head_packed.resize(size_t(zcode::kernels::packed_w_elems(V, d)));
     zcode::kernels::pack_w_panels(V, d, head_weight(), s.head_packed.data());
+    // Every linear map of a decode step, as fwd_linear meets it: (offset, N, K).
+    auto& idx = s.packed_at;
+    idx.clear();
+    int64_t total = 0;
+    auto add = [&](int64_t off, int64_t N, int64_t K) {
+      idx.push_back({off, static_cast<int>(N), static_cast<int>(K), total});
+      total += zcode::kernels::packed_w_elems(static_cast<int>(N), static_cast<int>(K));
+    };
+    const int64_t F = c.moe_ffn_hidden;
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerOffsets& lo = layers_[static_cast<size_t>(l)];
+      add(lo.wqkv, c.qkv_dim(), d);
+      add(lo.wo, d, int64_t{c.n_heads} * c.head_dim);
+      if (!c.is_moe(l)) {
+        add(lo.w13, 2 * int64_t{c.ffn_hidden}, d);
+        add(lo.w2, d, c.ffn_hidden);
+        continue;
+      }
+      add(lo.router, c.moe_experts, d);
+      for (size_t e = 0; e < lo.ew13.size(); ++e) {
+        add(lo.ew13[e], 2 * F, d);
+        add(lo.ew2[e], d, F);
+      }
+      for (size_t e = 0; e < lo.sw13.size(); ++e) {
+        add(lo.sw13[e], 2 * F, d);
+        add(lo.sw2[e], d, F);
+      }
+    }
+    std::sort(idx.begin(), idx.end(), [](const auto& a, const auto& b) { return a.off < b.off; });
+    s.packed.resize(static_cast<size_t>(total));
+    for (const auto& p : idx) zcode::kernels::pack_w_panels(p.N, p.K, params_.get() + p.off, s.packed.data() + p.at);
   }
 }
 
@@ -1513,7 +1581,7 @@ typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len)
   s->ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(s->ws->bytes));
   if (!s->ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_begin: out of memory");
   s->ws->plan(c, batch, 1, false, s->threads, s->ws->mem);
-  pack_head(*s);
+  pack_weights(*s);
   return s.release();
 }
 
@@ -1680,7 +1748,7 @@ typename Model<T>::DecodeSession* Model<T>::decode_slots_begin(int slots, int ma
   s->ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(s->ws->bytes));
   if (!s->ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_slots_begin: out of memory");
   s->ws->plan(c, max_tokens, 1, false, s->threads, s->ws->mem);
-  pack_head(*s);
+  pack_weights(*s);
   return s.release();
 }
 

@@ -135,15 +135,16 @@ class Model {
   void decode_end(DecodeSession* s);
   /// Slot decoding for continuous batching (zc_model_table.decode_slots_*):
   /// `slots` independent sequences of ≤ max_len tokens, ≤ max_tokens entries
-  /// per step. Every linear map streams W through linear_fwd_small_m, and the
-  /// LM head runs on a copy packed at begin (linear_fwd_packed; float: each
-  /// output one FMA chain whatever the rows), so a row's bits depend only on
-  /// its own slot and equal decode_step's on a batch-1 session. T = double
+  /// per step. Every linear map and the LM head run on copies packed at
+  /// begin (linear_fwd_packed; float: each output one FMA chain whatever
+  /// the rows), so a row's bits depend only on its own slot and equal decode_step's on a batch-1 session. T = double
   /// keeps OpenBLAS and makes no such promise.
   ///
-  /// Both kinds of session (float) hold that packed copy of the head
-  /// (vocab_size·d_model floats, rounded up to 16 rows) from begin to end:
-  /// weights changed after begin reach every layer but the head.
+  /// Both kinds of session (float) hold a packed copy of the head and of
+  /// every linear map of a step (q|k|v, o, the dense GLU, the router, every
+  /// expert: about the model's weights less the embedding, rounded up to
+  /// 16 rows each) from begin to end: weights changed after begin do not
+  /// reach the session.
   DecodeSession* decode_slots_begin(int slots, int max_len, int max_tokens);
   /// Entry i appends tokens[i] to slot slot_of[i]; logits rows for the
   /// entries with want_logits[i] (all when null), in entry order.
@@ -154,7 +155,7 @@ class Model {
  private:
   void decode_rows(DecodeSession* s, int n, const int32_t* slot_of, const int32_t* tokens, const uint8_t* want_logits,
                    float* out_logits, bool invariant);
-  void pack_head(DecodeSession& s) const;
+  void pack_weights(DecodeSession& s) const;
 
  public:
   /// What a model of `cfg` allocates (zc_model_table.estimate_memory),

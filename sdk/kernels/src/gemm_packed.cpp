@@ -18,12 +18,19 @@ constexpr int kGroup = 4;
 
 // One group of `panels` panels (the last of them with `last_cols` valid
 // columns) against every row of x.
-using GroupFn = void (*)(int M, int K, const float* x, const float* Wp, int panels, int last_cols, float* y, long ldy);
+// acc: y += the products (beta 1) instead of y = them.
+using GroupFn = void (*)(int M, int K, const float* x, const float* Wp, int panels, int last_cols, float* y, long ldy,
+                        bool acc);
 
 // Stores 16 results of panel c, or only the valid ones of a partial last panel.
-inline void store_cols(float* dst, const float* v, int cols) { std::memcpy(dst, v, sizeof(float) * size_t(cols)); }
+inline void store_cols(float* dst, const float* v, int cols, bool acc) {
+  if (acc)
+    for (int j = 0; j < cols; ++j) dst[j] += v[j];
+  else std::memcpy(dst, v, sizeof(float) * size_t(cols));
+}
 
-void group_scalar(int M, int K, const float* x, const float* Wp, int panels, int last_cols, float* y, long ldy) {
+void group_scalar(int M, int K, const float* x, const float* Wp, int panels, int last_cols, float* y, long ldy,
+                  bool accumulate) {
   for (int i = 0; i < M; ++i)
     for (int c = 0; c < panels; ++c) {
       float acc[kP] = {};
@@ -31,7 +38,7 @@ void group_scalar(int M, int K, const float* x, const float* Wp, int panels, int
       const float* xi = x + int64_t{i} * K;
       for (int k = 0; k < K; ++k)
         for (int j = 0; j < kP; ++j) acc[j] = std::fma(xi[k], w[int64_t{k} * kP + j], acc[j]);
-      store_cols(y + i * ldy + c * kP, acc, c == panels - 1 ? last_cols : kP);
+      store_cols(y + i * ldy + c * kP, acc, c == panels - 1 ? last_cols : kP, accumulate);
     }
 }
 
@@ -48,7 +55,7 @@ void group_scalar(int M, int K, const float* x, const float* Wp, int panels, int
 template <int R, int C>
 __attribute__((target("avx512f,avx2,fma"))) inline void tile_avx512(int K, const float* x, const float* Wp,
                                                                     int last_cols, bool last_partial, float* y,
-                                                                    long ldy) {
+                                                                    long ldy, bool accumulate) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -65,34 +72,39 @@ __attribute__((target("avx512f,avx2,fma"))) inline void tile_avx512(int K, const
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) {
       float* dst = y + r * ldy + c * kP;
-      if (last_partial && c == C - 1) _mm512_mask_storeu_ps(dst, tail, acc[r][c]);
-      else _mm512_storeu_ps(dst, acc[r][c]);
+      if (last_partial && c == C - 1) {
+        __m512 v = acc[r][c];
+        if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, dst), v);
+        _mm512_mask_storeu_ps(dst, tail, v);
+      } else {
+        _mm512_storeu_ps(dst, accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), acc[r][c]) : acc[r][c]);
+      }
     }
 }
 
 template <int C>
 __attribute__((target("avx512f,avx2,fma"))) void rows_avx512(int M, int K, const float* x, const float* Wp,
-                                                             int last_cols, float* y, long ldy) {
+                                                             int last_cols, float* y, long ldy, bool a) {
   const bool partial = last_cols < kP;
   int i = 0;
-  for (; i + 4 <= M; i += 4) tile_avx512<4, C>(K, x + int64_t{i} * K, Wp, last_cols, partial, y + i * ldy, ldy);
+  for (; i + 4 <= M; i += 4) tile_avx512<4, C>(K, x + int64_t{i} * K, Wp, last_cols, partial, y + i * ldy, ldy, a);
   const float* xi = x + int64_t{i} * K;
   float* yi = y + i * ldy;
   switch (M - i) {
-    case 3: tile_avx512<3, C>(K, xi, Wp, last_cols, partial, yi, ldy); break;
-    case 2: tile_avx512<2, C>(K, xi, Wp, last_cols, partial, yi, ldy); break;
-    case 1: tile_avx512<1, C>(K, xi, Wp, last_cols, partial, yi, ldy); break;
+    case 3: tile_avx512<3, C>(K, xi, Wp, last_cols, partial, yi, ldy, a); break;
+    case 2: tile_avx512<2, C>(K, xi, Wp, last_cols, partial, yi, ldy, a); break;
+    case 1: tile_avx512<1, C>(K, xi, Wp, last_cols, partial, yi, ldy, a); break;
     default: break;
   }
 }
 
 __attribute__((target("avx512f,avx2,fma"))) void group_avx512(int M, int K, const float* x, const float* Wp, int panels,
-                                                              int last_cols, float* y, long ldy) {
+                                                              int last_cols, float* y, long ldy, bool a) {
   switch (panels) {
-    case 4: rows_avx512<4>(M, K, x, Wp, last_cols, y, ldy); break;
-    case 3: rows_avx512<3>(M, K, x, Wp, last_cols, y, ldy); break;
-    case 2: rows_avx512<2>(M, K, x, Wp, last_cols, y, ldy); break;
-    case 1: rows_avx512<1>(M, K, x, Wp, last_cols, y, ldy); break;
+    case 4: rows_avx512<4>(M, K, x, Wp, last_cols, y, ldy, a); break;
+    case 3: rows_avx512<3>(M, K, x, Wp, last_cols, y, ldy, a); break;
+    case 2: rows_avx512<2>(M, K, x, Wp, last_cols, y, ldy, a); break;
+    case 1: rows_avx512<1>(M, K, x, Wp, last_cols, y, ldy, a); break;
     default: break;
   }
 }
@@ -103,7 +115,7 @@ __attribute__((target("avx512f,avx2,fma"))) void group_avx512(int M, int K, cons
 // (at most 8 accumulators of the 16 ymm registers).
 template <int R, int C>
 __attribute__((target("avx2,fma"))) inline void tile_avx2(int K, const float* x, const float* Wp, int last_cols,
-                                                          bool last_partial, float* y, long ldy) {
+                                                          bool last_partial, float* y, long ldy, bool accumulate) {
   __m256 acc[R][2 * C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < 2 * C; ++c) acc[r][c] = _mm256_setzero_ps();
@@ -126,7 +138,10 @@ __attribute__((target("avx2,fma"))) inline void tile_avx2(int K, const float* x,
         alignas(32) float v[kP];
         _mm256_store_ps(v, acc[r][2 * c]);
         _mm256_store_ps(v + 8, acc[r][2 * c + 1]);
-        store_cols(dst, v, last_cols);
+        store_cols(dst, v, last_cols, accumulate);
+      } else if (accumulate) {
+        _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_loadu_ps(dst), acc[r][2 * c]));
+        _mm256_storeu_ps(dst + 8, _mm256_add_ps(_mm256_loadu_ps(dst + 8), acc[r][2 * c + 1]));
       } else {
         _mm256_storeu_ps(dst, acc[r][2 * c]);
         _mm256_storeu_ps(dst + 8, acc[r][2 * c + 1]);
@@ -136,20 +151,20 @@ __attribute__((target("avx2,fma"))) inline void tile_avx2(int K, const float* x,
 
 template <int C>
 __attribute__((target("avx2,fma"))) void rows_avx2(int M, int K, const float* x, const float* Wp, int last_cols,
-                                                   bool partial, float* y, long ldy) {
+                                                   bool partial, float* y, long ldy, bool a) {
   int i = 0;
-  for (; i + 2 <= M; i += 2) tile_avx2<2, C>(K, x + int64_t{i} * K, Wp, last_cols, partial, y + i * ldy, ldy);
-  if (i < M) tile_avx2<1, C>(K, x + int64_t{i} * K, Wp, last_cols, partial, y + i * ldy, ldy);
+  for (; i + 2 <= M; i += 2) tile_avx2<2, C>(K, x + int64_t{i} * K, Wp, last_cols, partial, y + i * ldy, ldy, a);
+  if (i < M) tile_avx2<1, C>(K, x + int64_t{i} * K, Wp, last_cols, partial, y + i * ldy, ldy, a);
 }
 
 __attribute__((target("avx2,fma"))) void group_avx2(int M, int K, const float* x, const float* Wp, int panels,
-                                                    int last_cols, float* y, long ldy) {
+                                                    int last_cols, float* y, long ldy, bool a) {
   const int64_t ps = int64_t{K} * kP;
   int c = 0;
   for (; c + 2 <= panels; c += 2)
     rows_avx2<2>(M, K, x, Wp + c * ps, c + 2 == panels ? last_cols : kP, c + 2 == panels && last_cols < kP, y + c * kP,
-                 ldy);
-  if (c < panels) rows_avx2<1>(M, K, x, Wp + c * ps, last_cols, last_cols < kP, y + c * kP, ldy);
+                 ldy, a);
+  if (c < panels) rows_avx2<1>(M, K, x, Wp + c * ps, last_cols, last_cols < kP, y + c * kP, ldy, a);
 }
 
 #endif  // __x86_64__
@@ -164,7 +179,7 @@ GroupFn group_fn(Isa isa) {
   }
 }
 
-void run(GroupFn f, int M, int N, int K, const float* x, const float* Wp, float* y, long ldy) {
+void run(GroupFn f, int M, int N, int K, const float* x, const float* Wp, float* y, long ldy, bool acc) {
   if (M <= 0 || N <= 0) return;
   const int panels = (N + kP - 1) / kP;
   const int groups = (panels + kGroup - 1) / kGroup;
@@ -175,7 +190,7 @@ void run(GroupFn f, int M, int N, int K, const float* x, const float* Wp, float*
   for (int g = 0; g < groups; ++g) {
     const int p0 = g * kGroup;
     const int n = panels - p0 < kGroup ? panels - p0 : kGroup;
-    f(M, K, x, Wp + int64_t{p0} * K * kP, n, p0 + n == panels ? last_cols : kP, y + int64_t{p0} * kP, ldy);
+    f(M, K, x, Wp + int64_t{p0} * K * kP, n, p0 + n == panels ? last_cols : kP, y + int64_t{p0} * kP, ldy, acc);
   }
 }
 
@@ -194,14 +209,15 @@ void pack_w_panels(int N, int K, const float* W, float* Wp) {
   }
 }
 
-void linear_fwd_packed(int M, int N, int K, const float* x, const float* Wp, float* y, long ldy) {
+void linear_fwd_packed(int M, int N, int K, const float* x, const float* Wp, float* y, long ldy, bool accumulate) {
   static const GroupFn f = group_fn(best_isa());
-  run(f, M, N, K, x, Wp, y, ldy);
+  run(f, M, N, K, x, Wp, y, ldy, accumulate);
 }
 
-bool linear_fwd_packed_on(Isa isa, int M, int N, int K, const float* x, const float* Wp, float* y, long ldy) {
+bool linear_fwd_packed_on(Isa isa, int M, int N, int K, const float* x, const float* Wp, float* y, long ldy,
+                          bool accumulate) {
   if (!isa_supported(isa)) return false;
-  run(group_fn(isa), M, N, K, x, Wp, y, ldy);
+  run(group_fn(isa), M, N, K, x, Wp, y, ldy, accumulate);
   return true;
 }
 

@@ -38,13 +38,16 @@ void pack_w_panels(int N, int K, const float* W, float* Wp);
 
 /// y[i, j] = Σ_k x[i, k]·W[j, k] (one fma chain in k order from 0) for
 /// i < M, j < N, from Wp = pack_w_panels(N, K, W); x [M, K] row-major, y row
-/// stride ldy ≥ N, overwritten (columns ≥ N untouched). Parallel over panel
-/// groups on the OpenMP pool, serial below ~64 K multiply-adds, on
-/// best_isa()'s variant. No allocation, no throw.
-void linear_fwd_packed(int M, int N, int K, const float* x, const float* Wp, float* y, long ldy);
+/// stride ldy ≥ N, overwritten, or with `accumulate` y[i, j] + that chain
+/// (one rounded add after the chain: torch's beta = 1); columns ≥ N
+/// untouched. Parallel over panel groups on the OpenMP pool, serial below
+/// ~64 K multiply-adds, on best_isa()'s variant. No allocation, no throw.
+void linear_fwd_packed(int M, int N, int K, const float* x, const float* Wp, float* y, long ldy,
+                       bool accumulate = false);
 
 /// linear_fwd_packed on a given variant (the tests check each against
 /// head_dot). Returns false, computing nothing, when this CPU lacks it.
-bool linear_fwd_packed_on(Isa isa, int M, int N, int K, const float* x, const float* Wp, float* y, long ldy);
+bool linear_fwd_packed_on(Isa isa, int M, int N, int K, const float* x, const float* Wp, float* y, long ldy,
+                          bool accumulate = false);
 
 }  // namespace zcode::kernels
