@@ -57,9 +57,8 @@ void check(Isa isa, int M, int N, int K, long ldy, bool accumulate = false) {
       const float got = y[size_t(i) * ldy + j];
       if (accumulate) {
         const float want = y0[size_t(i) * ldy + j] + chain;
-        ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(float)))
-            << zcode::kernels::isa_name(isa) << " accumulate M " << M << " N " << N << " K " << K << " at " << i << ","
-            << j;
+        ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(float))) << zcode::kernels::isa_name(isa) << " accumulate M " << M
+                                                              << " N " << N << " K " << K << " at " << i << "," << j;
         continue;
       }
       ASSERT_EQ(0, std::memcmp(&got, &chain, sizeof(float)))

@@ -20,7 +20,7 @@ constexpr int kGroup = 4;
 // columns) against every row of x.
 // acc: y += the products (beta 1) instead of y = them.
 using GroupFn = void (*)(int M, int K, const float* x, const float* Wp, int panels, int last_cols, float* y, long ldy,
-                        bool acc);
+                         bool acc);
 
 // Stores 16 results of panel c, or only the valid ones of a partial last panel.
 inline void store_cols(float* dst, const float* v, int cols, bool acc) {
