@@ -7,6 +7,8 @@
 #include <zcode/core/generate.h>
 #include <zcode/core/log.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -28,6 +30,8 @@ int cmd_generate(const std::vector<std::string>& args) {
   double temperature = 0, top_p = 0, length_penalty = 0, penalty_alpha = 0;
   int32_t top_k = 0, num_beams = 0, max_new_tokens = 0;
   uint64_t seed = 0;
+  double presence_penalty = 0, frequency_penalty = 0;
+  std::vector<std::string> logit_bias;
   PluginFlags plugins;
   // Every default shown in --help, from the one place that defines them.
   const GenerationConfig g0;
@@ -66,7 +70,16 @@ int cmd_generate(const std::vector<std::string>& args) {
       "stop", po::value<std::vector<std::string>>(&c.stop)->composing(),
       "stop string, added to generation.stop (repeatable; default: none)")(
       "seed", po::value(&seed), "sampling seed (default: generation.seed, else the config's seed)")(
-      "stream", po::bool_switch(&c.stream), "print tokens as they are generated (default: off)");
+      "presence-penalty", po::value(&presence_penalty),
+      "in [-2, 2], greedy and sample: subtracted from the logit of every token generated so far (OpenAI's "
+      "presence_penalty; default: 0)")(
+      "frequency-penalty", po::value(&frequency_penalty),
+      "in [-2, 2], greedy and sample: subtracted from a token's logit once per time it was generated so far "
+      "(OpenAI's frequency_penalty; default: 0)")(
+      "logit-bias", po::value<std::vector<std::string>>(&logit_bias)->composing(),
+      "ID=BIAS: add BIAS in [-100, 100] to token ID's logit, greedy and sample (repeatable, at most 300; "
+      "OpenAI's logit_bias; default: none)")("stream", po::bool_switch(&c.stream),
+                                             "print tokens as they are generated (default: off)");
   plugins.add_to(d);
   po::positional_options_description pos;
   po::variables_map vm;
@@ -98,6 +111,46 @@ int cmd_generate(const std::vector<std::string>& args) {
   if (vm.count("penalty-alpha")) c.penalty_alpha = penalty_alpha;
   if (vm.count("max-new-tokens")) c.max_new_tokens = max_new_tokens;
   if (vm.count("seed")) c.seed = seed;
+  auto usage = [](const std::string& msg) {
+    std::cerr << "zcode-host generate: " << msg << " (see zcode-host generate --help)\n";
+    return kUsageError;
+  };
+  // NaN fails both comparisons, so it is refused with the out-of-range values.
+  auto penalty = [&](const char* flag, double v, std::optional<double>* dst) {
+    if (!(v >= -gen::kMaxPenalty && v <= gen::kMaxPenalty)) {
+      usage(std::string(flag) + ": " + num(v) + " is outside [-2, 2]");
+      return false;
+    }
+    *dst = v;
+    return true;
+  };
+  if (vm.count("presence-penalty") && !penalty("--presence-penalty", presence_penalty, &c.presence_penalty))
+    return kUsageError;
+  if (vm.count("frequency-penalty") && !penalty("--frequency-penalty", frequency_penalty, &c.frequency_penalty))
+    return kUsageError;
+  if (logit_bias.size() > gen::kMaxLogitBiasEntries)
+    return usage("--logit-bias: given " + std::to_string(logit_bias.size()) + " times; at most " +
+                 std::to_string(gen::kMaxLogitBiasEntries) + " are allowed");
+  for (const std::string& e : logit_bias) {
+    const auto eq = e.find('=');
+    const char* b = e.data();
+    const char* end = b + e.size();
+    int32_t id = -1;
+    double bias = 0;
+    const bool digits =
+        eq != std::string::npos && eq > 0 && std::all_of(b, b + eq, [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!digits) return usage("--logit-bias: '" + e + "' is not ID=BIAS with ID a token id (an integer >= 0)");
+    if (std::from_chars(b, b + eq, id).ec != std::errc())  // digits only: the one failure left is overflow
+      return usage("--logit-bias: '" + e + "': token id " + e.substr(0, eq) + " is outside the vocabulary");
+    const auto res = std::from_chars(b + eq + 1, end, bias);
+    if (eq + 1 == e.size() || res.ptr != end || res.ec != std::errc())
+      return usage("--logit-bias: '" + e + "': BIAS is not a number (expected ID=BIAS, BIAS in [-100, 100])");
+    if (!(bias >= -gen::kMaxLogitBias && bias <= gen::kMaxLogitBias))
+      return usage("--logit-bias: '" + e + "': BIAS " + num(bias) + " is outside [-100, 100]");
+    for (const auto& prev : c.logit_bias)
+      if (prev.first == id) return usage("--logit-bias: token id " + std::to_string(id) + " is given twice");
+    c.logit_bias.emplace_back(id, bias);
+  }
   c.plugin_paths = plugins.paths;
   c.allow_insecure_plugin_path = plugins.allow_insecure;
   return gen::run_command(c, std::cout);

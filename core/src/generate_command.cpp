@@ -76,6 +76,19 @@ void check_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
     throw InferenceUsageError("--strategy beam needs --num-beams >= 2, found " + std::to_string(o.num_beams));
 }
 
+// The penalties steer greedy and sample token by token; beam and contrastive
+// search do not take them (validate() refuses them too, naming the option).
+void check_penalty_flags_fit_strategy(const Command& c, const GenerationOptions& o) {
+  const char* flag = c.presence_penalty      ? "--presence-penalty"
+                     : c.frequency_penalty   ? "--frequency-penalty"
+                     : !c.logit_bias.empty() ? "--logit-bias"
+                                             : nullptr;
+  if (!flag) return;
+  const std::string where =
+      c.strategy ? "--strategy " + o.strategy : "strategy '" + o.strategy + "' (generation.strategy; set --strategy)";
+  throw InferenceUsageError(std::string(flag) + " is used only by --strategy greedy or sample, not by " + where);
+}
+
 }  // namespace
 
 int run_command(const Command& c, std::ostream& out) {
@@ -101,6 +114,16 @@ int run_command(const Command& c, std::ostream& out) {
     o.seed = c.seed.value_or(g.seed.value_or(cfg.seed()));
     o.stop = g.stop;
     o.stop.insert(o.stop.end(), c.stop.begin(), c.stop.end());
+    o.presence_penalty = c.presence_penalty.value_or(0.0);
+    o.frequency_penalty = c.frequency_penalty.value_or(0.0);
+    o.logit_bias = c.logit_bias;
+    // Before validate(), so the message names the flag, not generation.* (these
+    // options come only from the command line).
+    if (o.strategy == "beam" || o.strategy == "contrastive") check_penalty_flags_fit_strategy(c, o);
+    for (const auto& [id, bias] : o.logit_bias)
+      if (id < 0 || id >= im.vocab_size())
+        throw InferenceUsageError("--logit-bias: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                  std::to_string(im.vocab_size()) + ")");
     try {
       validate(o);
     } catch (const std::invalid_argument& e) {

@@ -492,7 +492,10 @@ PYBIND11_MODULE(_zcode, m) {
       .def_readwrite("top_k", &serve::SamplingParams::top_k)
       .def_readwrite("top_p", &serve::SamplingParams::top_p)
       .def_readwrite("seed", &serve::SamplingParams::seed)
-      .def_readwrite("max_new_tokens", &serve::SamplingParams::max_new_tokens);
+      .def_readwrite("max_new_tokens", &serve::SamplingParams::max_new_tokens)
+      .def_readwrite("presence_penalty", &serve::SamplingParams::presence_penalty)
+      .def_readwrite("frequency_penalty", &serve::SamplingParams::frequency_penalty)
+      .def_readwrite("logit_bias", &serve::SamplingParams::logit_bias);
 
   py::class_<PyEngine>(m, "_Engine")
       .def(py::init([](const Config& c, const std::string& checkpoint) {

@@ -23,6 +23,32 @@ from . import _zcode
 __all__ = ["HarnessConfig", "Engine", "ValidationError", "RunError", "Model", "Tokenizer", "__version__"]
 
 
+def _number(name, v):
+    if v is None:  # as OpenAI's null: the default, no penalty
+        return 0.0
+    # bool is an int in Python; a flag passed where a number belongs is a mistake.
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"generate: {name}: expected a number, found {type(v).__name__} {v!r}")
+    return float(v)
+
+
+def _logit_bias(d):
+    """{token id: bias} as the scheduler's (id, bias) pairs; ranges and the
+    vocabulary are checked by the scheduler (ValueError naming logit_bias)."""
+    if d is None:
+        return []
+    if not isinstance(d, dict):
+        raise TypeError(f"generate: logit_bias: expected a dict {{token id: bias}}, found {type(d).__name__}")
+    out = []
+    for k, v in d.items():
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"generate: logit_bias: key {k!r} is not a token id (expected an int)")
+        if not -2**31 <= k < 2**31:
+            raise ValueError(f"generate: logit_bias: token id {k} is outside the vocabulary")
+        out.append((k, _number(f"logit_bias[{k}]", v)))
+    return out
+
+
 class ValidationError(ValueError):
     """A config that cannot run. `errors` lists (path, message) pairs, e.g.
     ("optimizer.lr", "expected a number > 0, found -1"); str() is the whole
@@ -242,11 +268,14 @@ class Engine:
         return self._native.evaluate(split, str(checkpoint))
 
     def generate(self, prompts, max_new_tokens=None, strategy=None, temperature=None, top_k=None, top_p=None,
-                 seed=None, stop=None, checkpoint=""):
+                 seed=None, stop=None, checkpoint="", presence_penalty=0.0, frequency_penalty=0.0, logit_bias=None):
         """Generates for a prompt (str, or a list of token ids) or a batch (a
         list of them), all at once
         through the server's continuous-batching scheduler. Options default
-        to the config's `generation` section; strategy greedy or sample. The
+        to the config's `generation` section; strategy greedy or sample.
+        presence_penalty and frequency_penalty (in [-2, 2]) and logit_bias (a
+        dict {token id: bias in [-100, 100]}, at most 300) are OpenAI's, by
+        the procedure of zcode/generation/generate.h (step 0). The
         ids equal `zcode-host generate`'s for the same options and seed.
         Returns {"text", "ids", "finish_reason"} (a list for a batch)."""
         g = self.config.to_dict().get("generation", {})
@@ -265,6 +294,9 @@ class Engine:
                 seed = self.config.seed
         p.seed = int(seed)
         p.max_new_tokens = int(g.get("max_new_tokens", 64) if max_new_tokens is None else max_new_tokens)
+        p.presence_penalty = _number("presence_penalty", presence_penalty)
+        p.frequency_penalty = _number("frequency_penalty", frequency_penalty)
+        p.logit_bias = _logit_bias(logit_bias)
         stops = list(g.get("stop", [])) + ([stop] if isinstance(stop, str) else list(stop or []))
         single = isinstance(prompts, str) or (isinstance(prompts, (list, tuple)) and len(prompts) > 0 and
                                               isinstance(prompts[0], int))

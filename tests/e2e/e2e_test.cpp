@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -967,6 +968,11 @@ TEST_F(E2E, GenerateFlagsFitTheStrategy) {
       {{"--strategy", "sample", "--num-beams", "3"}, "--num-beams is used only by --strategy beam"},
       {{"--strategy", "greedy", "--penalty-alpha", "0.5"}, "--penalty-alpha is used only by --strategy contrastive"},
       {{"--strategy", "beam", "--num-beams", "1"}, "--strategy beam needs --num-beams >= 2, found 1"},
+      {{"--strategy", "beam", "--num-beams", "2", "--frequency-penalty", "0.5"},
+       "--frequency-penalty is used only by --strategy greedy or sample, not by --strategy beam"},
+      {{"--strategy", "contrastive", "--logit-bias", "3=1"},
+       "--logit-bias is used only by --strategy greedy or sample, not by --strategy contrastive"},
+      {{"--logit-bias", "99999999=1"}, "--logit-bias: token id 99999999 is outside the vocabulary [0, "},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"generate", "--checkpoint", ck, "--prompt", "a", "--max-new-tokens", "2"};
@@ -976,11 +982,36 @@ TEST_F(E2E, GenerateFlagsFitTheStrategy) {
         << c.message << "\n"
         << slurp(dir_ / "bad.log");
   }
+  // Values the flags' own parsing refuses: one line on stderr naming the flag, exit 2.
+  const Bad unparsable[] = {
+      {{"--presence-penalty", "2.5"}, "zcode-host generate: --presence-penalty: 2.5 is outside [-2, 2]"},
+      {{"--frequency-penalty=-3"}, "zcode-host generate: --frequency-penalty: -3 is outside [-2, 2]"},
+      {{"--frequency-penalty", "nan"}, "zcode-host generate: --frequency-penalty: nan is outside [-2, 2]"},
+      {{"--presence-penalty", "lots"}, "'--presence-penalty' is invalid"},
+      {{"--logit-bias", "7"}, "zcode-host generate: --logit-bias: '7' is not ID=BIAS with ID a token id"},
+      {{"--logit-bias", "x=1"}, "zcode-host generate: --logit-bias: 'x=1' is not ID=BIAS with ID a token id"},
+      {{"--logit-bias", "-1=1"}, "zcode-host generate: --logit-bias: '-1=1' is not ID=BIAS with ID a token id"},
+      {{"--logit-bias", "7=high"}, "zcode-host generate: --logit-bias: '7=high': BIAS is not a number"},
+      {{"--logit-bias", "7="}, "zcode-host generate: --logit-bias: '7=': BIAS is not a number"},
+      {{"--logit-bias", "7=101"}, "zcode-host generate: --logit-bias: '7=101': BIAS 101 is outside [-100, 100]"},
+      {{"--logit-bias", "7=1", "--logit-bias", "7=2"}, "zcode-host generate: --logit-bias: token id 7 is given twice"},
+  };
+  for (const auto& c : unparsable) {
+    std::vector<std::string> args = {"generate", "--checkpoint", ck, "--prompt", "a", "--max-new-tokens", "2"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    EXPECT_EQ(run_host(args, dir_ / "bad.log"), 2) << c.message << "\n" << slurp(dir_ / "bad.log");
+    const std::string log = slurp(dir_ / "bad.log");
+    EXPECT_NE(log.find(c.message), std::string::npos) << c.message << "\n" << log;
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  }
   // The flags each strategy uses are accepted.
   for (const std::vector<std::string>& ok :
        {std::vector<std::string>{"--strategy", "sample", "--temperature", "0.8", "--top-k", "5", "--top-p", "0.9"},
         {"--strategy", "contrastive", "--top-k", "3", "--penalty-alpha", "0.5"},
-        {"--strategy", "beam", "--num-beams", "2", "--length-penalty", "1.2"}}) {
+        {"--strategy", "beam", "--num-beams", "2", "--length-penalty", "1.2"},
+        {"--strategy", "greedy", "--presence-penalty=-0.5", "--frequency-penalty", "2", "--logit-bias", "3=1.5",
+         "--logit-bias", "4=-100"},
+        {"--strategy", "sample", "--presence-penalty", "1", "--logit-bias", "0=0"}}) {
     std::vector<std::string> args = {"generate", "--checkpoint", ck, "--prompt", "a", "--max-new-tokens", "2"};
     args.insert(args.end(), ok.begin(), ok.end());
     EXPECT_EQ(run_host(args, dir_ / "ok.log"), 0) << ok[1] << "\n" << slurp(dir_ / "ok.log");
@@ -988,8 +1019,9 @@ TEST_F(E2E, GenerateFlagsFitTheStrategy) {
   // --help shows the default of every generation option.
   ASSERT_EQ(run_host({"generate", "--help"}, dir_ / "help.log"), 0);
   const std::string help = slurp(dir_ / "help.log");
-  for (const char* flag : {"strategy", "temperature", "top-k", "top-p", "num-beams", "length-penalty", "penalty-alpha",
-                           "max-new-tokens", "stop", "seed", "stream", "config"})
+  for (const char* flag :
+       {"strategy", "temperature", "top-k", "top-p", "num-beams", "length-penalty", "penalty-alpha", "max-new-tokens",
+        "stop", "seed", "stream", "config", "presence-penalty", "frequency-penalty", "logit-bias"})
     EXPECT_NE(option_help(help, flag).find("default"), std::string::npos) << "--" << flag << " shows no default:\n"
                                                                           << help;
   EXPECT_NE(option_help(help, "temperature").find("else 1)"), std::string::npos) << help;

@@ -216,6 +216,161 @@ TEST(Generate, ContrastiveSearchPenalisesRepeatedRepresentations) {
   EXPECT_EQ(zcode::gen::generate(c0, std::vector<int32_t>{0}, o, 0, 3, 32).generated, (std::vector<int32_t>{1, 1}));
 }
 
+// Step 0 (presence/frequency penalties, logit bias), by hand:
+//   logits [1.0, 2.0, 3.0, 0.5], generated [2, 2, 1] -> counts c = [0, 1, 2, 0],
+//   presence 0.5, frequency 0.25, bias {0: 1.5, 3: -100}:
+//   id 0: 1.0 + 1.5 - 0*0.25 - 0   =   2.5
+//   id 1: 2.0 + 0   - 1*0.25 - 0.5 =   1.25
+//   id 2: 3.0 + 0   - 2*0.25 - 0.5 =   2.0
+//   id 3: 0.5 - 100 - 0      - 0   = -99.5
+// Every value is exact in binary, so the floats are equal, not near. Greedy
+// on them picks 0 (2.5), where the raw logits pick 2.
+TEST(Penalties, MatchTheHandDerivedLogits) {
+  const std::vector<float> logits{1.0f, 2.0f, 3.0f, 0.5f};
+  const std::vector<int32_t> generated{2, 2, 1};
+  const std::vector<std::pair<int32_t, double>> bias{{0, 1.5}, {3, -100.0}};
+  std::vector<float> out(4, -7.f);
+  std::vector<int32_t> counts;
+  zcode::gen::apply_penalties(logits.data(), 4, generated, 0.5, 0.25, bias, out.data(), &counts);
+  EXPECT_EQ(out, (std::vector<float>{2.5f, 1.25f, 2.0f, -99.5f}));
+  EXPECT_EQ(zcode::gen::argmax(out.data(), 4), 0);
+  EXPECT_EQ(zcode::gen::argmax(logits.data(), 4), 2);
+  // The scratch is left sized and all zero: the next call allocates nothing
+  // (same buffer) and gives the same answer.
+  EXPECT_EQ(counts, (std::vector<int32_t>{0, 0, 0, 0}));
+  const int32_t* buf = counts.data();
+  std::vector<float> again(4);
+  zcode::gen::apply_penalties(logits.data(), 4, generated, 0.5, 0.25, bias, again.data(), &counts);
+  EXPECT_EQ(again, out);
+  EXPECT_EQ(counts.data(), buf);
+  // In place: out may be the logits themselves.
+  std::vector<float> inplace = logits;
+  zcode::gen::apply_penalties(inplace.data(), 4, generated, 0.5, 0.25, bias, inplace.data(), &counts);
+  EXPECT_EQ(inplace, out);
+  // Nothing set: the logits bit for bit; a bias id outside [0, n) is refused.
+  std::vector<float> same(4);
+  zcode::gen::apply_penalties(logits.data(), 4, generated, 0, 0, {}, same.data(), &counts);
+  EXPECT_EQ(same, logits);
+  const std::vector<std::pair<int32_t, double>> outside{{4, 1.0}};
+  EXPECT_THROW(zcode::gen::apply_penalties(logits.data(), 4, generated, 0, 0, outside, same.data(), &counts),
+               std::invalid_argument);
+}
+
+// A bigram model whose greedy path repeats id 2 (V = 4, eos = 3):
+//   L[0] = [0 1 2 -9], L[1] = [0 0 1.5 1], L[2] = [0 1.2 2 -9].
+// Greedy from [0]: 2, 2, 2, 2 (max_new_tokens 4).
+// frequency 0.5: step 1 from L[0], no counts: 2. Step 2 from L[2], c2 = 1:
+//   id 2: 2 - 0.5 = 1.5 > id 1: 1.2 -> 2. Step 3, c2 = 2: id 2: 2 - 1 = 1.0 <
+//   1.2 -> 1. Step 4 from L[1], c1 = 1, c2 = 2: id 1: -0.5, id 2: 1.5 - 1 = 0.5,
+//   eos: 1 -> <eos>. Output [2, 2, 1].
+// presence 0.9: step 2 from L[2], c2 = 1: id 2: 1.1 < 1.2 -> 1. Step 3 from
+//   L[1], c1 = c2 = 1: id 2: 0.6, id 1: -0.9, eos 1 -> <eos>. Output [2, 1].
+// logit_bias {0: 5}: id 0 wins every row (5 > 2): [0, 0, 0, 0].
+std::vector<std::vector<float>> repeating_table() {
+  return {{0, 1, 2, -9}, {0, 0, 1.5f, 1}, {0, 1.2f, 2, -9}, {0, 0, 0, 0}};
+}
+
+TEST(Penalties, ChangeGreedyAsDerivedByHand) {
+  GenerationOptions o;
+  o.max_new_tokens = 4;
+  Bigram plain(repeating_table());
+  EXPECT_EQ(zcode::gen::generate(plain, std::vector<int32_t>{0}, o, 0, 3, 32).generated,
+            (std::vector<int32_t>{2, 2, 2, 2}));
+
+  o.frequency_penalty = 0.5;
+  Bigram f(repeating_table());
+  auto rf = zcode::gen::generate(f, std::vector<int32_t>{0}, o, 0, 3, 32);
+  EXPECT_EQ(rf.generated, (std::vector<int32_t>{2, 2, 1}));
+  EXPECT_EQ(rf.reason, StopReason::kEos);
+  // The score stays the model's: sum of log softmax of the raw rows.
+  auto lsm = [](std::vector<double> row, int id) {
+    double z = 0;
+    for (double x : row) z += std::exp(x);
+    return row[static_cast<size_t>(id)] - std::log(z);
+  };
+  const std::vector<double> l0{0, 1, 2, -9}, l2{0, 1.2f, 2, -9};
+  EXPECT_NEAR(rf.score, lsm(l0, 2) + lsm(l2, 2) + lsm(l2, 1), 1e-9);
+
+  o.frequency_penalty = 0;
+  o.presence_penalty = 0.9;
+  Bigram pr(repeating_table());
+  EXPECT_EQ(zcode::gen::generate(pr, std::vector<int32_t>{0}, o, 0, 3, 32).generated, (std::vector<int32_t>{2, 1}));
+
+  o.presence_penalty = 0;
+  o.logit_bias = {{0, 5.0}};
+  Bigram b(repeating_table());
+  EXPECT_EQ(zcode::gen::generate(b, std::vector<int32_t>{0}, o, 0, 3, 32).generated,
+            (std::vector<int32_t>{0, 0, 0, 0}));
+  // Sampling runs on the adjusted logits too: +100 leaves every other id a
+  // probability below e^-90, so every draw is the biased id.
+  o.strategy = "sample";
+  o.logit_bias = {{1, 100.0}};
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    o.seed = seed;
+    Bigram sm(repeating_table());
+    EXPECT_EQ(zcode::gen::generate(sm, std::vector<int32_t>{0}, o, 0, 3, 32).generated,
+              (std::vector<int32_t>{1, 1, 1, 1}));
+  }
+}
+
+std::string validate_error(const GenerationOptions& o) {
+  try {
+    zcode::gen::validate(o);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "valid";
+}
+
+TEST(Penalties, ValidateNamesTheOption) {
+  GenerationOptions o;
+  o.presence_penalty = 2.5;
+  EXPECT_EQ(validate_error(o), "generation.presence_penalty: 2.500000 is outside [-2, 2]");
+  o = {};
+  o.frequency_penalty = std::nan("");
+  EXPECT_EQ(validate_error(o), "generation.frequency_penalty: nan is outside [-2, 2]");
+  o = {};
+  o.frequency_penalty = -2;
+  o.presence_penalty = 2;
+  EXPECT_EQ(validate_error(o), "valid");
+  o = {};
+  o.logit_bias = {{5, 150.0}};
+  EXPECT_EQ(validate_error(o), "generation.logit_bias: the bias 150.000000 of token id 5 is outside [-100, 100]");
+  o.logit_bias = {{5, 1.0}, {-1, 1.0}};
+  EXPECT_EQ(validate_error(o), "generation.logit_bias: token id -1 is negative (expected an id >= 0)");
+  o.logit_bias = {{5, 1.0}, {5, 2.0}};
+  EXPECT_EQ(validate_error(o), "generation.logit_bias: token id 5 appears twice (expected each id once)");
+  o.logit_bias.clear();
+  for (int32_t i = 0; i < 301; ++i) o.logit_bias.emplace_back(i, 1.0);
+  EXPECT_EQ(validate_error(o), "generation.logit_bias: 301 entries; at most 300 are allowed");
+  o.logit_bias.pop_back();
+  EXPECT_EQ(validate_error(o), "valid");
+  for (const char* strategy : {"beam", "contrastive"}) {
+    o = {};
+    o.strategy = strategy;
+    o.frequency_penalty = 0.5;
+    EXPECT_EQ(validate_error(o), std::string("generation.frequency_penalty is used only by strategy greedy or "
+                                             "sample, not by ") +
+                                     strategy);
+    o.frequency_penalty = 0;
+    o.logit_bias = {{1, -3.0}};
+    EXPECT_EQ(validate_error(o), std::string("generation.logit_bias is used only by strategy greedy or sample, "
+                                             "not by ") +
+                                     strategy);
+  }
+  // Ids are checked against the model's vocabulary when generation starts.
+  Bigram m(repeating_table());
+  o = {};
+  o.logit_bias = {{4, 1.0}};
+  try {
+    zcode::gen::generate(m, std::vector<int32_t>{0}, o, 0, 3, 32);
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "generation.logit_bias: token id 4 is outside the vocabulary [0, 4)");
+  }
+  EXPECT_EQ(m.sessions_closed, 0);  // refused before a session opened
+}
+
 TEST(Sample, TopPOneAndTopKAboveVocabChangeNothing) {
   std::vector<float> logits{0.3f, -1.f, 2.f, 0.7f, 0.7f, -0.2f};
   std::vector<std::pair<double, int32_t>> scratch;

@@ -214,6 +214,30 @@ def test_generate_equals_the_cli(trained):
         engine.generate("x", strategy="beam")
 
 
+def test_generate_penalties_and_logit_bias_equal_the_cli(trained):
+    engine, _ = trained
+    ckpt = os.path.join(engine.run_dir, "checkpoints", "latest")
+    # The id from the tokenizer command, not from the code under test.
+    river = int(cli("tokenize", "--tokenizer", os.path.join(SRC, "assets", "hf", "gpt2"), " river").split()[0])
+    b = engine.generate("alpha beta", strategy="greedy", max_new_tokens=8, logit_bias={river: 100})
+    assert b["ids"] == [river] * 8 and b["text"] == " river" * 8
+    ref = cli("generate", "--checkpoint", ckpt, "--prompt", "alpha beta", "--strategy", "greedy",
+              "--max-new-tokens", "8", "--logit-bias", f"{river}=100")
+    assert b["text"] == ref[:-1]
+    f = engine.generate("alpha beta", strategy="greedy", max_new_tokens=20, frequency_penalty=1.5,
+                        presence_penalty=-0.2, logit_bias={13: -3.5})
+    ref = cli("generate", "--checkpoint", ckpt, "--prompt", "alpha beta", "--strategy", "greedy",
+              "--max-new-tokens", "20", "--frequency-penalty", "1.5", "--presence-penalty=-0.2", "--logit-bias",
+              "13=-3.5")
+    assert f["text"] == ref[:-1]
+    with pytest.raises(ValueError, match=r"logit_bias: token id 70000 is outside the vocabulary \[0, "):
+        engine.generate("x", max_new_tokens=2, logit_bias={70000: 1.0})
+    with pytest.raises(TypeError, match="logit_bias: key '7' is not a token id"):
+        engine.generate("x", max_new_tokens=2, logit_bias={"7": 1.0})
+    with pytest.raises(ValueError, match=r"presence_penalty: 3\.000000 is outside \[-2, 2\]"):
+        engine.generate("x", max_new_tokens=2, presence_penalty=3)
+
+
 def test_save_checkpoint_and_resume(work):
     cfg = zcode.HarnessConfig.from_dict(config_dict(work, "resume", steps=3))
     e = zcode.Engine(cfg)

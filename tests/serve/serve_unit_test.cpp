@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -83,9 +84,11 @@ TEST(TextStreamTest, FinishReleasesAHeldStopPrefix) {
   EXPECT_FALSE(ts.stopped());
 }
 
+constexpr int64_t kVocab = 1000;  // the vocabulary logit_bias's ids are checked against
+
 std::string parse_error(const std::string& body, bool chat = false) {
   try {
-    api::parse_request(body, chat, 4);
+    api::parse_request(body, chat, 4, kVocab);
   } catch (const api::ApiError& e) {
     return std::to_string(e.status) + " " + e.param + ": " + e.what();
   }
@@ -96,7 +99,7 @@ TEST(OpenAiRequest, FieldsAreParsedWithTheirDefaults) {
   const auto r = api::parse_request(
       R"({"model": "m", "prompt": ["a", [1, 2]], "max_tokens": 7, "stop": "x", "seed": 3, "logprobs": 2,
           "presence_penalty": 0, "user": "u"})",
-      false, 4);
+      false, 4, kVocab);
   ASSERT_EQ(r.prompts.size(), 2u);
   EXPECT_EQ(std::get<std::string>(r.prompts[0]), "a");
   EXPECT_EQ(std::get<std::vector<int32_t>>(r.prompts[1]), (std::vector<int32_t>{1, 2}));
@@ -108,7 +111,7 @@ TEST(OpenAiRequest, FieldsAreParsedWithTheirDefaults) {
   EXPECT_EQ(r.logprobs, 2);
   const auto c = api::parse_request(
       R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 3})", true,
-      4);
+      4, kVocab);
   EXPECT_EQ(c.logprobs, 3);
   EXPECT_EQ(api::chat_prompt(c.messages), "User: hi\n\nAssistant:");
 }
@@ -118,8 +121,6 @@ TEST(OpenAiRequest, BadFieldsNameThemselves) {
   EXPECT_EQ(parse_error(R"({"model": "m", "prompt": "a", "top_p": 0})"), "400 top_p: 'top_p': must be > 0");
   EXPECT_EQ(parse_error(R"({"model": "m", "prompt": "a", "stop": ["a","b","c","d","e"]})"),
             "400 stop: 'stop': at most 4 stop strings, found 5");
-  EXPECT_EQ(parse_error(R"({"model": "m", "prompt": "a", "frequency_penalty": 0.5})"),
-            "400 frequency_penalty: 'frequency_penalty' is not supported by this server (only its default)");
   EXPECT_EQ(parse_error(R"({"prompt": "a"})"), "400 model: 'model' is required");
   EXPECT_EQ(parse_error(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", true),
             "400 top_logprobs: 'top_logprobs' needs \"logprobs\": true");
@@ -127,6 +128,65 @@ TEST(OpenAiRequest, BadFieldsNameThemselves) {
             "400 messages[0].content: 'messages[0].content': expected a string (multi-part content is not supported)");
   EXPECT_EQ(api::error_json(api::ApiError(429, "rate_limit_error", "full", "", "queue_full")),
             R"({"error":{"message":"full","type":"rate_limit_error","param":null,"code":"queue_full"}})");
+}
+
+TEST(OpenAiRequest, PenaltiesAndLogitBiasAreParsed) {
+  const auto r = api::parse_request(
+      R"({"model": "m", "prompt": "a", "presence_penalty": -0.5, "frequency_penalty": 2,
+          "logit_bias": {"7": 100, "0": -100, "999": 0.25, "0042": -1.5}})",
+      false, 4, kVocab);
+  EXPECT_EQ(r.presence_penalty, -0.5);
+  EXPECT_EQ(r.frequency_penalty, 2.0);
+  EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, double>>{{7, 100.0}, {0, -100.0}, {999, 0.25}, {42, -1.5}}));
+  const auto c = api::parse_request(
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "frequency_penalty": 0.75,
+          "presence_penalty": null, "logit_bias": {}})",
+      true, 4, kVocab);
+  EXPECT_EQ(c.frequency_penalty, 0.75);
+  EXPECT_EQ(c.presence_penalty, 0.0);
+  EXPECT_TRUE(c.logit_bias.empty());
+  const auto d = api::parse_request(R"({"model": "m", "prompt": "a"})", false, 4, kVocab);
+  EXPECT_EQ(d.presence_penalty, 0.0);
+  EXPECT_EQ(d.frequency_penalty, 0.0);
+  EXPECT_TRUE(d.logit_bias.empty());
+}
+
+TEST(OpenAiRequest, BadPenaltiesAndLogitBiasNameTheFieldAndKey) {
+  for (bool chat : {false, true}) {
+    const std::string head = chat ? R"({"model": "m", "messages": [{"role": "user", "content": "x"}], )"
+                                  : R"({"model": "m", "prompt": "a", )";
+    EXPECT_EQ(parse_error(head + R"("presence_penalty": 2.5})", chat),
+              "400 presence_penalty: 'presence_penalty': 2.500000 is outside [-2.000000, 2.000000]");
+    EXPECT_EQ(parse_error(head + R"("frequency_penalty": -3})", chat),
+              "400 frequency_penalty: 'frequency_penalty': -3.000000 is outside [-2.000000, 2.000000]");
+    EXPECT_EQ(parse_error(head + R"("frequency_penalty": "1"})", chat),
+              "400 frequency_penalty: 'frequency_penalty': expected a number, found a string");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": [1, 2]})", chat),
+              "400 logit_bias: 'logit_bias': expected an object {\"token id\": bias}, found an array");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"abc": 1}})", chat),
+              "400 logit_bias: 'logit_bias': key 'abc' is not a token id (expected a decimal integer in [0, 1000))");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"-1": 1}})", chat),
+              "400 logit_bias: 'logit_bias': key '-1' is not a token id (expected a decimal integer in [0, 1000))");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"1e2": 1}})", chat),
+              "400 logit_bias: 'logit_bias': key '1e2' is not a token id (expected a decimal integer in [0, 1000))");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"": 1}})", chat),
+              "400 logit_bias: 'logit_bias': key '' is not a token id (expected a decimal integer in [0, 1000))");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"1000": 1}})", chat),
+              "400 logit_bias: 'logit_bias': key '1000' is outside the vocabulary [0, 1000)");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"99999999999999999999999": 1}})", chat),
+              "400 logit_bias: 'logit_bias': key '99999999999999999999999' is outside the vocabulary [0, 1000)");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"5": 100.5}})", chat),
+              "400 logit_bias: 'logit_bias': key '5': 100.500000 is outside [-100, 100]");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"5": "high"}})", chat),
+              "400 logit_bias: 'logit_bias': key '5': expected a number in [-100, 100], found a string");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"5": null}})", chat),
+              "400 logit_bias: 'logit_bias': key '5': expected a number in [-100, 100], found null");
+    EXPECT_EQ(parse_error(head + R"("logit_bias": {"5": 1, "05": 2}})", chat),
+              "400 logit_bias: 'logit_bias': key '05' names token id 5 again");
+  }
+  std::string many = R"({"model": "m", "prompt": "a", "logit_bias": {)";
+  for (int i = 0; i < 301; ++i) many.append(i ? ", \"" : "\"").append(std::to_string(i)).append("\": 1");
+  EXPECT_EQ(parse_error(many + "}}"), "400 logit_bias: 'logit_bias': 301 entries; at most 300 are allowed");
 }
 
 }  // namespace

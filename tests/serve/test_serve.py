@@ -128,6 +128,106 @@ def test_n_with_seed_is_reproducible(server, checkpoint):
     assert a["usage"]["completion_tokens"] >= 3
 
 
+def tokenize(*args):
+    """`zcode-host tokenize` on the checkpoint's tokenizer (GPT-2's, with the
+    specials of the model's 4 experts)."""
+    r = subprocess.run([os.environ["ZCODE_HOST"], "tokenize", "--tokenizer",
+                        os.path.join(os.environ["ZCODE_SOURCE_DIR"], "assets", "hf", "gpt2"), "--moe-experts", "4",
+                        *args], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout.decode()
+
+
+def token_id(text):
+    """The tokenizer's id of `text` (one token)."""
+    ids = tokenize(text).split()
+    assert len(ids) == 1, ids
+    return int(ids[0])
+
+
+def tokenizer_info(key):
+    return next(int(line.split()[1]) for line in tokenize("--info").splitlines() if line.startswith(key + ":"))
+
+
+def test_penalties_equal_generate_alone_and_in_a_batch(server, checkpoint):
+    """frequency_penalty, presence_penalty and logit_bias follow generate's
+    step 0: the greedy text is `zcode-host generate`'s with the same flags,
+    alone and among other requests."""
+    prompts = ["river river light", "alpha beta", "the"]
+    river, eos = token_id(" river"), tokenizer_info("eos_id")
+    # The corpus rarely repeats a word, so a positive penalty shows only once
+    # <eos> is held off (the model then loops); negative ones make it repeat.
+    kinds = {
+        "frequency": ({"frequency_penalty": 1.5, "logit_bias": {str(eos): -100}},
+                      ["--frequency-penalty", "1.5", "--logit-bias", f"{eos}=-100"]),
+        "negative": ({"frequency_penalty": -2, "presence_penalty": -2},
+                     ["--frequency-penalty=-2", "--presence-penalty=-2"]),
+        "mixed": ({"presence_penalty": -0.3, "frequency_penalty": 0.8, "logit_bias": {str(river): -100, "13": 2.5}},
+                  ["--presence-penalty=-0.3", "--frequency-penalty", "0.8", "--logit-bias", f"{river}=-100",
+                   "--logit-bias", "13=2.5"]),
+    }
+    refs = {}
+    for p in prompts:
+        greedy = generate_cli(checkpoint, p, "--strategy", "greedy", "--max-new-tokens", "24")
+        no_eos = generate_cli(checkpoint, p, "--strategy", "greedy", "--max-new-tokens", "24", "--logit-bias",
+                              f"{eos}=-100")
+        for kind, (_, flags) in kinds.items():
+            refs[(p, kind)] = generate_cli(checkpoint, p, "--strategy", "greedy", "--max-new-tokens", "24", *flags)
+            # Each setting changes the text, or this test would prove nothing.
+            assert refs[(p, kind)] != (no_eos if kind == "frequency" else greedy), (p, kind)
+        assert " river" not in refs[(p, "mixed")]
+
+    def ask(p, kind):
+        return completion(server, p, max_tokens=24, temperature=0, **kinds[kind][0])["choices"][0]["text"]
+
+    for key in refs:
+        assert ask(*key) == refs[key], key
+    with cf.ThreadPoolExecutor(8) as ex:
+        noise = [ex.submit(completion, server, "stone " * (i + 1), max_tokens=40, temperature=0.9, n=2,
+                           presence_penalty=0.5) for i in range(2)]
+        got = {key: ex.submit(ask, *key) for key in refs}
+        [f.result() for f in noise]
+    assert {k: f.result() for k, f in got.items()} == refs
+    # Chat too, with the documented template.
+    chat_ref = generate_cli(checkpoint, "User: alpha beta\n\nAssistant:", "--strategy", "greedy", "--max-new-tokens",
+                            "20", "--stop", "\n\nUser:", "--frequency-penalty=-2", "--presence-penalty=-2")
+    r = post(server, "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "alpha beta"}],
+                                             "max_tokens": 20, "temperature": 0, "frequency_penalty": -2,
+                                             "presence_penalty": -2})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == chat_ref
+    # Seeded sampling with a penalty: choice 0 is `generate --strategy sample`'s.
+    ref = generate_cli(checkpoint, "sky", "--strategy", "sample", "--temperature", "0.9", "--seed", "8",
+                       "--max-new-tokens", "20", "--presence-penalty", "1.2", "--logit-bias", "13=-5")
+    got = completion(server, "sky", max_tokens=20, temperature=0.9, seed=8, presence_penalty=1.2, logit_bias={"13": -5})
+    assert got["choices"][0]["text"] == ref
+
+
+def test_logit_bias_forces_a_token_and_logprobs_stay_the_models(server, checkpoint):
+    plain = completion(server, "alpha beta", max_tokens=1, temperature=0, logprobs=5)["choices"][0]
+    word = " the" if plain["text"] == " river" else " river"
+    forced_id = token_id(word)
+    r = completion(server, "alpha beta", max_tokens=6, temperature=0, logprobs=5, logit_bias={str(forced_id): 100})
+    c = r["choices"][0]
+    assert c["text"] == word * 6 and c["logprobs"]["tokens"] == [word] * 6
+    # The first step's distribution is the model's, not the biased one: the
+    # same top alternatives as without the bias, and the forced token no
+    # likelier than the greedy one.
+    assert c["logprobs"]["top_logprobs"][0] == plain["logprobs"]["top_logprobs"][0]
+    assert c["logprobs"]["token_logprobs"][0] <= plain["logprobs"]["token_logprobs"][0] < 0
+    assert generate_cli(checkpoint, "alpha beta", "--strategy", "greedy", "--max-new-tokens", "6",
+                        "--logit-bias", f"{forced_id}=100") == word * 6
+    # Bad values are 400s naming logit_bias and the key.
+    vocab = tokenizer_info("vocab_size")
+    for bias, needle in (({str(vocab): 1}, f"key '{vocab}' is outside the vocabulary [0, {vocab})"),
+                         ({"x1": 1}, "key 'x1' is not a token id"),
+                         ({"5": 100.5}, "key '5': 100.500000 is outside [-100, 100]")):
+        e = post(server, "/v1/completions", {"model": MODEL, "prompt": "a", "logit_bias": bias})
+        assert e.status_code == 400, e.text
+        err = e.json()["error"]
+        assert err["param"] == "logit_bias" and needle in err["message"], err
+
+
 def test_logprobs_are_the_same_bits_alone_and_in_a_batch(server):
     alone = completion(server, "gamma delta", max_tokens=12, temperature=0, logprobs=3)["choices"][0]["logprobs"]
     with cf.ThreadPoolExecutor(6) as ex:
@@ -221,6 +321,12 @@ def curl(server, path, data, *extra):
      "maximum context length is 128"),
     ("/v1/completions", '{"model": "served", "prompt": "a", "stream_options": {"include_usage": true}}', 400,
      "only allowed with"),
+    ("/v1/completions", '{"model": "served", "prompt": "a", "frequency_penalty": 2.5}', 400, "'frequency_penalty'"),
+    ("/v1/completions", '{"model": "served", "prompt": "a", "logit_bias": {"-3": 1}}', 400, "key '-3'"),
+    ("/v1/chat/completions", '{"model": "served", "messages": [{"role": "user", "content": "x"}], '
+     '"presence_penalty": "high"}', 400, "'presence_penalty': expected a number"),
+    ("/v1/chat/completions", '{"model": "served", "messages": [{"role": "user", "content": "x"}], '
+     '"logit_bias": {"70000": 5}}', 400, "outside the vocabulary"),
     ("/v1/completions", '{"model": "other", "prompt": "a"}', 404, "model_not_found"),
     ("/v1/chat/completions", '{"model": "served", "messages": []}', 400, "'messages'"),
     ("/v1/chat/completions", '{"model": "served", "messages": [{"role": "robot", "content": "x"}]}', 400,

@@ -2,12 +2,15 @@
 #include "serve/openai_api.h"
 
 #include <zcode/core/serve/text_stream.h>
+#include <zcode/generation/generate.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <set>
 
@@ -67,10 +70,39 @@ std::vector<int32_t> token_ids(const Value& a, const char* name) {
   return ids;
 }
 
-// A field OpenAI defines that ZCode accepts only at its neutral value.
-void neutral_only(const Value& v, const char* name) {
-  const bool neutral = v.IsNull() || (v.IsNumber() && v.GetDouble() == 0) || (v.IsObject() && v.MemberCount() == 0);
-  if (!neutral) bad(name, std::string("'") + name + "' is not supported by this server (only its default)");
+// OpenAI's logit_bias: {"<token id>": bias, ...}. Keys are JSON strings, so
+// every one is checked to be a plain decimal id (no sign, space or exponent)
+// in the vocabulary; "7" and "07" name the same id and count as a repeat.
+std::vector<std::pair<int32_t, double>> logit_bias(const Value& v, int64_t vocab_size) {
+  constexpr const char* kName = "logit_bias";
+  if (!v.IsObject()) bad(kName, "'logit_bias': expected an object {\"token id\": bias}, found " + type_name(v));
+  if (v.MemberCount() > gen::kMaxLogitBiasEntries)
+    bad(kName, "'logit_bias': " + std::to_string(v.MemberCount()) + " entries; at most " +
+                   std::to_string(gen::kMaxLogitBiasEntries) + " are allowed");
+  std::vector<std::pair<int32_t, double>> out;
+  out.reserve(v.MemberCount());
+  for (const auto& m : v.GetObject()) {
+    const std::string key(m.name.GetString(), m.name.GetStringLength());
+    const std::string where = "'logit_bias': key '" + key + "'";
+    int64_t id = 0;
+    const char* end = key.data() + key.size();
+    const bool digits =
+        !key.empty() && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const auto res = std::from_chars(key.data(), end, id);
+    if (!digits || res.ptr != end || res.ec == std::errc::result_out_of_range) {
+      if (digits) bad(kName, where + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+      bad(kName, where + " is not a token id (expected a decimal integer in [0, " + std::to_string(vocab_size) + "))");
+    }
+    if (id >= vocab_size) bad(kName, where + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+    if (!m.value.IsNumber()) bad(kName, where + ": expected a number in [-100, 100], found " + type_name(m.value));
+    const double b = m.value.GetDouble();
+    if (!std::isfinite(b) || b < -gen::kMaxLogitBias || b > gen::kMaxLogitBias)
+      bad(kName, where + ": " + std::to_string(b) + " is outside [-100, 100]");
+    for (const auto& e : out)
+      if (e.first == id) bad(kName, where + " names token id " + std::to_string(id) + " again");
+    out.emplace_back(static_cast<int32_t>(id), b);
+  }
+  return out;
 }
 
 }  // namespace
@@ -100,7 +132,7 @@ std::string error_json(const ApiError& e) {
   return sb.GetString();
 }
 
-GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_n) {
+GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_n, int64_t vocab_size) {
   rapidjson::Document d;
   // Iterative (no recursion: a deeply nested body cannot overflow the stack)
   // and UTF-8-validating (so nothing echoed in an error is malformed).
@@ -260,8 +292,11 @@ GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_
       bad("suffix", "'suffix' is not supported by this server");
   }
   if (has("user")) string(d["user"], "user");
-  for (const char* k : {"presence_penalty", "frequency_penalty", "logit_bias"})
-    if (d.HasMember(k)) neutral_only(d[k], k);
+  if (has("presence_penalty"))
+    r.presence_penalty = number(d["presence_penalty"], "presence_penalty", -gen::kMaxPenalty, gen::kMaxPenalty);
+  if (has("frequency_penalty"))
+    r.frequency_penalty = number(d["frequency_penalty"], "frequency_penalty", -gen::kMaxPenalty, gen::kMaxPenalty);
+  if (has("logit_bias")) r.logit_bias = logit_bias(d["logit_bias"], vocab_size);
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -52,11 +53,15 @@ struct GenerationRequest {
   bool include_usage = false;  ///< stream_options.include_usage
   std::vector<std::string> stop;
   std::optional<uint64_t> seed;
-  int32_t logprobs = -1;  ///< -1 none; completions: 0..5 alternatives; chat: top_logprobs when logprobs is true
+  int32_t logprobs = -1;         ///< -1 none; completions: 0..5 alternatives; chat: top_logprobs when logprobs is true
+  double presence_penalty = 0;   ///< [-2, 2]
+  double frequency_penalty = 0;  ///< [-2, 2]
+  std::vector<std::pair<int32_t, double>> logit_bias;  ///< (id, bias in [-100, 100]) in the body's order
 };
 
 /// Parses a body; throws ApiError(400, "invalid_request_error", ...).
-GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_n);
+/// `vocab_size` bounds logit_bias's token ids.
+GenerationRequest parse_request(const std::string& body, bool chat, int32_t max_n, int64_t vocab_size);
 
 /// The documented chat template (server.h).
 std::string chat_prompt(const std::vector<ChatMessage>& messages);

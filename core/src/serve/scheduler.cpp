@@ -29,6 +29,8 @@ struct Scheduler::Running {
   int32_t next = -1;     ///< the last chosen token, fed at the next step (-1: still prefilling)
   int32_t generated = 0;
   uint64_t rng = 0;
+  bool steer = false;           ///< a penalty or a bias is set: logits go through gen::apply_penalties
+  std::vector<int32_t> so_far;  ///< generated ids when steering (reserved at admission: no growth per token)
 };
 
 Scheduler::Scheduler(const InferenceModel& model, const SchedulerOptions& opts)
@@ -59,6 +61,8 @@ Scheduler::Scheduler(const InferenceModel& model, const SchedulerOptions& opts)
   logits_.resize(n * static_cast<size_t>(vocab_));
   logp_.resize(static_cast<size_t>(vocab_));
   scratch_.reserve(static_cast<size_t>(vocab_));
+  adjusted_.resize(static_cast<size_t>(vocab_));
+  counts_.assign(static_cast<size_t>(vocab_), 0);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -90,6 +94,25 @@ bool Scheduler::submit(std::vector<SequenceRequest> seqs) {
       throw std::invalid_argument("temperature: must be a finite number >= 0");
     if (!(p.top_p > 0 && p.top_p <= 1)) throw std::invalid_argument("top_p: must be in (0, 1]");
     if (p.top_k < 0) throw std::invalid_argument("top_k: must be >= 0");
+    if (!(p.presence_penalty >= -gen::kMaxPenalty && p.presence_penalty <= gen::kMaxPenalty))
+      throw std::invalid_argument("presence_penalty: " + std::to_string(p.presence_penalty) + " is outside [-2, 2]");
+    if (!(p.frequency_penalty >= -gen::kMaxPenalty && p.frequency_penalty <= gen::kMaxPenalty))
+      throw std::invalid_argument("frequency_penalty: " + std::to_string(p.frequency_penalty) + " is outside [-2, 2]");
+    if (p.logit_bias.size() > gen::kMaxLogitBiasEntries)
+      throw std::invalid_argument("logit_bias: " + std::to_string(p.logit_bias.size()) + " entries; at most " +
+                                  std::to_string(gen::kMaxLogitBiasEntries) + " are allowed");
+    for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+      const auto& [id, b] = p.logit_bias[i];
+      if (id < 0 || id >= vocab_)
+        throw std::invalid_argument("logit_bias: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                    std::to_string(vocab_) + ")");
+      if (!(b >= -gen::kMaxLogitBias && b <= gen::kMaxLogitBias))
+        throw std::invalid_argument("logit_bias: the bias " + std::to_string(b) + " of token id " + std::to_string(id) +
+                                    " is outside [-100, 100]");
+      for (size_t j = 0; j < i; ++j)
+        if (p.logit_bias[j].first == id)
+          throw std::invalid_argument("logit_bias: token id " + std::to_string(id) + " appears twice");
+    }
   }
   {
     std::lock_guard<std::mutex> lk(m_);
@@ -133,6 +156,9 @@ void Scheduler::loop() {
         r->slot = static_cast<int32_t>(s);
         r->admit_no = admitted_++;
         r->rng = r->req.params.seed;
+        const SamplingParams& p = r->req.params;
+        r->steer = gen::has_penalties(p.presence_penalty, p.frequency_penalty, p.logit_bias);
+        if (r->steer) r->so_far.reserve(static_cast<size_t>(p.max_new_tokens));
         slots_[s] = std::move(r);
         ++stats_.running;
       }
@@ -161,10 +187,18 @@ void Scheduler::finish(Running& r, FinishReason why, const std::string& error) {
 void Scheduler::choose(Running& r, const float* logits) {
   const SamplingParams& p = r.req.params;
   const int64_t V = vocab_;
+  const float* pick_from = logits;
+  if (r.steer) {
+    // Into a scratch row: `logits` stays the model's, for the logprobs below.
+    gen::apply_penalties(logits, V, r.so_far, p.presence_penalty, p.frequency_penalty, p.logit_bias, adjusted_.data(),
+                         &counts_);
+    pick_from = adjusted_.data();
+  }
   const int32_t id = p.temperature == 0
-                         ? gen::argmax(logits, V)
-                         : gen::sample(logits, V, p.temperature, p.top_k, p.top_p, &r.rng, &scratch_, nullptr);
+                         ? gen::argmax(pick_from, V)
+                         : gen::sample(pick_from, V, p.temperature, p.top_k, p.top_p, &r.rng, &scratch_, nullptr);
   if (id == eos_) return finish(r, FinishReason::kStop);
+  if (r.steer) r.so_far.push_back(id);
   TokenEvent ev;
   ev.id = id;
   if (p.top_logprobs >= 0) {

@@ -579,7 +579,7 @@ void Server::Impl::generation(const httplib::Request& hreq, httplib::Response& r
   call->t0 = t0;
   try {
     if (draining.load()) throw ApiError(503, "server_error", "the server is shutting down");
-    call->req = api::parse_request(hreq.body, chat, opts.max_n);
+    call->req = api::parse_request(hreq.body, chat, opts.max_n, model.vocab_size());
     api::GenerationRequest& r = call->req;
     if (r.model != model_id)
       throw ApiError(404, "invalid_request_error",
@@ -665,6 +665,9 @@ void Server::Impl::generation(const httplib::Request& hreq, httplib::Response& r
         s.params.seed = seed + static_cast<uint64_t>(j);
         s.params.max_new_tokens = max_tokens;
         s.params.top_logprobs = r.logprobs;
+        s.params.presence_penalty = r.presence_penalty;
+        s.params.frequency_penalty = r.frequency_penalty;
+        s.params.logit_bias = r.logit_bias;
         s.sink = std::make_shared<ChoiceSink>(call, i);
         s.cancelled = call->cancelled;
         s.deadline = deadline;

@@ -33,6 +33,70 @@ void validate(const GenerationOptions& o) {
   if (o.max_new_tokens < 0) bad("generation.max_new_tokens: " + std::to_string(o.max_new_tokens) + " must be >= 0");
   for (const auto& s : o.stop)
     if (s.empty()) bad("generation.stop: empty stop string");
+  if (!(o.presence_penalty >= -kMaxPenalty && o.presence_penalty <= kMaxPenalty))
+    bad("generation.presence_penalty: " + std::to_string(o.presence_penalty) + " is outside [-2, 2]");
+  if (!(o.frequency_penalty >= -kMaxPenalty && o.frequency_penalty <= kMaxPenalty))
+    bad("generation.frequency_penalty: " + std::to_string(o.frequency_penalty) + " is outside [-2, 2]");
+  if (o.logit_bias.size() > kMaxLogitBiasEntries)
+    bad("generation.logit_bias: " + std::to_string(o.logit_bias.size()) + " entries; at most " +
+        std::to_string(kMaxLogitBiasEntries) + " are allowed");
+  for (size_t i = 0; i < o.logit_bias.size(); ++i) {
+    const auto& [id, b] = o.logit_bias[i];
+    if (id < 0) bad("generation.logit_bias: token id " + std::to_string(id) + " is negative (expected an id >= 0)");
+    if (!(b >= -kMaxLogitBias && b <= kMaxLogitBias))
+      bad("generation.logit_bias: the bias " + std::to_string(b) + " of token id " + std::to_string(id) +
+          " is outside [-100, 100]");
+    for (size_t j = 0; j < i; ++j)
+      if (o.logit_bias[j].first == id)
+        bad("generation.logit_bias: token id " + std::to_string(id) + " appears twice (expected each id once)");
+  }
+  // Beam and contrastive search rank whole continuations by the model's
+  // probabilities; a per-token steering of them has no agreed meaning, so
+  // it is refused rather than silently ignored.
+  if ((o.strategy == "beam" || o.strategy == "contrastive") &&
+      has_penalties(o.presence_penalty, o.frequency_penalty, o.logit_bias)) {
+    const char* which = o.presence_penalty != 0    ? "generation.presence_penalty"
+                        : o.frequency_penalty != 0 ? "generation.frequency_penalty"
+                                                   : "generation.logit_bias";
+    bad(std::string(which) + " is used only by strategy greedy or sample, not by " + o.strategy);
+  }
+}
+
+bool has_penalties(double presence_penalty, double frequency_penalty,
+                   std::span<const std::pair<int32_t, double>> logit_bias) {
+  if (presence_penalty != 0 || frequency_penalty != 0) return true;
+  for (const auto& e : logit_bias)
+    if (e.second != 0) return true;
+  return false;
+}
+
+void apply_penalties(const float* logits, int64_t n, std::span<const int32_t> generated, double presence_penalty,
+                     double frequency_penalty, std::span<const std::pair<int32_t, double>> logit_bias, float* out,
+                     std::vector<int32_t>* counts) {
+  auto outside = [n](const char* what, int32_t id) {
+    throw std::invalid_argument(std::string(what) + ": token id " + std::to_string(id) +
+                                " is outside the vocabulary [0, " + std::to_string(n) + ")");
+  };
+  for (const auto& e : logit_bias)
+    if (e.first < 0 || e.first >= n) outside("logit_bias", e.first);
+  for (int32_t id : generated)
+    if (id < 0 || id >= n) outside("apply_penalties: generated", id);
+  auto& c = *counts;
+  if (static_cast<int64_t>(c.size()) != n) c.assign(static_cast<size_t>(n), 0);
+  if (out != logits) std::copy(logits, logits + n, out);
+  for (int32_t id : generated) ++c[static_cast<size_t>(id)];
+  // One formula for every touched id, so an id with both a bias and a count
+  // gets the same left-to-right double expression as the documentation.
+  auto adjust = [&](int32_t id, double bias) {
+    const auto j = static_cast<size_t>(id);
+    const double cj = c[j];
+    out[j] = static_cast<float>(static_cast<double>(logits[j]) + bias - cj * frequency_penalty -
+                                (cj > 0 ? presence_penalty : 0.0));
+    c[j] = 0;  // done: the generated pass below skips it, and the scratch ends all zero
+  };
+  for (const auto& [id, bias] : logit_bias) adjust(id, bias);
+  for (int32_t id : generated)
+    if (c[static_cast<size_t>(id)] != 0) adjust(id, 0.0);
 }
 
 int32_t argmax(const float* logits, int64_t n) {
@@ -174,11 +238,21 @@ Result run_greedy_or_sample(Decoder& d, Result r, const GenerationOptions& o, in
   const bool greedy = o.strategy == "greedy" || o.temperature == 0;
   uint64_t rng = o.seed;
   std::vector<std::pair<double, int32_t>> scratch;
+  const bool steer = has_penalties(o.presence_penalty, o.frequency_penalty, o.logit_bias);
+  std::vector<float> adjusted(steer ? static_cast<size_t>(V) : 0);
+  std::vector<int32_t> counts(steer ? static_cast<size_t>(V) : 0);
+  if (steer) r.generated.reserve(static_cast<size_t>(o.max_new_tokens));
   for (int32_t i = 0; i < o.max_new_tokens; ++i) {
-    double lp = 0;
-    int32_t id = greedy ? argmax(logits.data(), V)
-                        : sample(logits.data(), V, o.temperature, o.top_k, o.top_p, &rng, &scratch, &lp);
-    if (greedy) lp = token_logprob(logits.data(), V, id);
+    const float* pick_from = logits.data();
+    if (steer) {
+      apply_penalties(logits.data(), V, r.generated, o.presence_penalty, o.frequency_penalty, o.logit_bias,
+                      adjusted.data(), &counts);
+      pick_from = adjusted.data();
+    }
+    const int32_t id =
+        greedy ? argmax(pick_from, V) : sample(pick_from, V, o.temperature, o.top_k, o.top_p, &rng, &scratch, nullptr);
+    // The score is the model's (raw logits), whatever steered the choice.
+    const double lp = token_logprob(logits.data(), V, id);
     if (id == eos) {
       r.reason = StopReason::kEos;
       return r;
@@ -411,6 +485,10 @@ Result generate(Decoder& model, std::span<const int32_t> prompt, const Generatio
     r.prompt.erase(r.prompt.begin(), r.prompt.end() - static_cast<std::ptrdiff_t>(room));
   }
   const int32_t max_len = max_seq_len;
+  for (const auto& [id, bias] : o.logit_bias)
+    if (id >= model.vocab_size())
+      throw std::invalid_argument("generation.logit_bias: token id " + std::to_string(id) +
+                                  " is outside the vocabulary [0, " + std::to_string(model.vocab_size()) + ")");
   if (o.max_new_tokens == 0) return r;
   for (int32_t id : r.prompt)
     if (id < 0 || id >= model.vocab_size())

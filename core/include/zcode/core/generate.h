@@ -9,6 +9,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zcode::gen {
@@ -28,6 +29,10 @@ struct Command {
   std::optional<double> temperature, top_p, length_penalty, penalty_alpha;
   std::optional<int32_t> top_k, num_beams, max_new_tokens;
   std::optional<uint64_t> seed;
+  // --presence-penalty, --frequency-penalty, --logit-bias ID=BIAS (greedy and
+  // sample; not in the config: a steering of one call, as in OpenAI's API).
+  std::optional<double> presence_penalty, frequency_penalty;
+  std::vector<std::pair<int32_t, double>> logit_bias;
   std::vector<std::string> stop;  // added to the config's stop strings
   bool stream = false;            // print tokens as they come
 };

@@ -12,8 +12,13 @@
 // would get alone: bit-identical to gen::generate with the same options.
 //
 // Token choice (zcode/generation/generate.h, so the ids match `generate`):
-// temperature 0 is argmax (ties: lowest id); otherwise gen::sample with
+// when presence_penalty, frequency_penalty or logit_bias is set, the logits
+// first go through gen::apply_penalties (step 0 of the documented procedure,
+// counting the sequence's generated ids, not its prompt) into a scratch row;
+// then temperature 0 is argmax (ties: lowest id), otherwise gen::sample with
 // temperature, top_k, top_p and a SplitMix64 state starting at `seed`.
+// Log-probabilities (TokenEvent) are always those of the model's raw logits,
+// before any penalty or bias, as OpenAI reports them.
 #pragma once
 
 #include <zcode/core/inference_model.h>
@@ -27,6 +32,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace zcode::serve {
@@ -38,12 +44,16 @@ struct SamplingParams {
   double top_p = 1.0;        ///< (0, 1]
   uint64_t seed = 0;         ///< SplitMix64 start state (one draw per sampled token)
   int32_t max_new_tokens = 16;
-  int32_t top_logprobs = -1;  ///< -1: no log-probabilities; k >= 0: the token's and the k most likely
+  int32_t top_logprobs = -1;     ///< -1: no log-probabilities; k >= 0: the token's and the k most likely
+  double presence_penalty = 0;   ///< [-2, 2]: subtracted once from every id generated so far
+  double frequency_penalty = 0;  ///< [-2, 2]: subtracted per time an id was generated so far
+  /// (token id, bias in [-100, 100]) added to that id's logit; at most 300, each id once.
+  std::vector<std::pair<int32_t, double>> logit_bias;
 };
 
 struct TokenLogprob {
   int32_t id;
-  double logprob;  ///< natural log, softmax of the logits at temperature 1
+  double logprob;  ///< natural log, softmax of the model's raw logits at temperature 1 (no penalty, no bias)
 };
 
 /// One generated token (never <eos>: it ends the sequence unsent).
@@ -149,6 +159,8 @@ class Scheduler {
   std::vector<float> logits_;
   std::vector<double> logp_;
   std::vector<std::pair<double, int32_t>> scratch_;
+  std::vector<float> adjusted_;  ///< [vocab] the penalised row of the sequence being chosen for
+  std::vector<int32_t> counts_;  ///< [vocab] gen::apply_penalties' scratch (all zero between calls)
   uint64_t admitted_ = 0;
 
   std::thread thread_;

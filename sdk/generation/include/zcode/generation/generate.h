@@ -18,6 +18,17 @@
 //                therefore a cosine over logits, not over hidden states.
 //
 // Exact sampling procedure (so an independent reference can reproduce ids):
+//   0. Penalties and bias (greedy and sample only; OpenAI's documented
+//      formula): with c_j = how many times id j was generated so far in this
+//      sequence (the prompt does not count) and b_j = logit_bias[j] (0 when
+//      absent), the adjusted logit is
+//        l'_j = float(l_j + b_j - c_j*frequency_penalty - [c_j > 0]*presence_penalty),
+//      evaluated left to right in double and rounded once to float; ids with
+//      neither a bias nor a count keep l_j bit for bit. Greedy (argmax) and
+//      steps 1-5 below then run on l' instead of l. With every option at its
+//      default l' = l, so ids are those of a run without them.
+//      Scores (Result::score) and the server's logprobs stay those of the
+//      model's raw logits l: they describe the model, not the steering.
 //   1. z = logits / temperature (double precision).
 //   2. Candidates are all ids ordered by (z desc, id asc). top_k > 0 keeps the
 //      first min(top_k, vocab) of them.
@@ -38,12 +49,14 @@
 // stop string (the text is cut before it), or after max_new_tokens.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zcode::gen {
@@ -60,11 +73,25 @@ struct GenerationOptions {
   int32_t max_new_tokens = 64;
   std::vector<std::string> stop;  // stop strings
   uint64_t seed = 0;
+  double presence_penalty = 0;                         // greedy, sample; [-2, 2] (step 0 below)
+  double frequency_penalty = 0;                        // greedy, sample; [-2, 2]
+  std::vector<std::pair<int32_t, double>> logit_bias;  // greedy, sample; (id, bias in [-100, 100]), <= 300, ids once
 };
 
+/// Limits of the penalties and the bias (OpenAI's).
+inline constexpr double kMaxPenalty = 2.0;
+inline constexpr double kMaxLogitBias = 100.0;
+inline constexpr size_t kMaxLogitBiasEntries = 300;
+
 /// Checks `o` and throws std::invalid_argument with a one-line message naming
-/// the option (`generation.top_p: 1.5 is outside (0, 1]`).
+/// the option (`generation.top_p: 1.5 is outside (0, 1]`). Logit-bias ids are
+/// checked against the vocabulary by generate(), which knows it.
 void validate(const GenerationOptions& o);
+
+/// True when presence_penalty, frequency_penalty or logit_bias would change a
+/// logit (step 0 is then needed; otherwise it is skipped, not run as a no-op).
+bool has_penalties(double presence_penalty, double frequency_penalty,
+                   std::span<const std::pair<int32_t, double>> logit_bias);
 
 /// What generation needs from a model; implemented over zc_model_table's
 /// decode_* slots (ModelDecoder in the .cpp) and by fakes in tests.
@@ -124,5 +151,15 @@ int32_t sample(const float* logits, int64_t n, double temperature, int32_t top_k
 
 /// log-softmax of logits[0..n) into out[0..n) (double precision, max-subtracted).
 void log_softmax(const float* logits, int64_t n, double* out);
+
+/// Step 0 of the procedure: out[0..n) = the adjusted logits l' of logits[0..n)
+/// given the ids generated so far (prompt excluded). `out` may be `logits`.
+/// `counts` is caller-owned scratch, resized to n zeros on first use and left
+/// all zero on return, so once sized a call allocates nothing and costs
+/// O(n) for the copy plus O(generated + logit_bias) for the adjustment.
+/// Throws std::invalid_argument for an id outside [0, n) (bias or generated).
+void apply_penalties(const float* logits, int64_t n, std::span<const int32_t> generated, double presence_penalty,
+                     double frequency_penalty, std::span<const std::pair<int32_t, double>> logit_bias, float* out,
+                     std::vector<int32_t>* counts);
 
 }  // namespace zcode::gen
