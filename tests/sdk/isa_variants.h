@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <ostream>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace zcode::kernels {
 // gtest prints a parameter with this (the failure messages then say the variant, not its bytes).
@@ -16,6 +18,15 @@ inline void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
 }  // namespace zcode::kernels
 
 namespace zcode_test {
+
+/// n floats uniform in [-1, 1) from mt19937(seed): the kernels' test inputs.
+inline std::vector<float> uniform(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
 
 inline constexpr zcode::kernels::Isa kAllIsas[] = {zcode::kernels::Isa::kScalar, zcode::kernels::Isa::kAvx2Fma,
                                                    zcode::kernels::Isa::kAvx512f};

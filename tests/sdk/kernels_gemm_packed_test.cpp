@@ -19,13 +19,7 @@ namespace {
 
 using zcode::kernels::Isa;
 
-std::vector<float> uniform(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
+using zcode_test::uniform;
 
 std::vector<float> packed(int N, int K, const std::vector<float>& W) {
   std::vector<float> Wp(size_t(zcode::kernels::packed_w_elems(N, K)), -3.f);

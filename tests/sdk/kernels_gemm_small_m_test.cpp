@@ -17,13 +17,7 @@ namespace {
 
 using zcode::kernels::Isa;
 
-std::vector<float> uniform(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
+using zcode_test::uniform;
 
 // |fp32 sum − exact| ≤ K·2⁻²⁴·Σ|x·w| (Higham, "Accuracy and Stability of
 // Numerical Algorithms", 2nd ed., eq. 3.5, for any summation order), with
