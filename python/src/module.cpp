@@ -358,6 +358,17 @@ struct PyEngine {
     ensure_inference(which);
     std::vector<std::shared_ptr<Collect>> outs;
     std::vector<serve::SequenceRequest> seqs;
+    // As gen::generate (zcode-host generate) does: max_new_tokens clamped to
+    // the context less one, and a prompt too long for the rest keeps its last
+    // tokens, each with a warning, so that a call the CLI accepts runs here too.
+    const int32_t context = scheduler->options().max_len;
+    serve::SamplingParams params = p;
+    if (params.max_new_tokens > context - 1) {
+      log::warn("generate: max_new_tokens " + std::to_string(params.max_new_tokens) + " clamped to " +
+                std::to_string(context - 1) + " (the model's context is " + std::to_string(context) + " tokens)");
+      params.max_new_tokens = context - 1;
+    }
+    const size_t room = static_cast<size_t>(context - std::max(params.max_new_tokens, 0));
     for (const auto& prompt : prompts) {
       serve::SequenceRequest s;
       if (const auto* text = std::get_if<std::string>(&prompt)) s.prompt = inference->encode(*text);
@@ -367,7 +378,13 @@ struct PyEngine {
         if (start < 0) throw py::value_error("generate: empty prompt and the tokenizer has no <bos>");
         s.prompt.push_back(start);
       }
-      s.params = p;
+      if (s.prompt.size() > room) {
+        log::warn("generate: the prompt's " + std::to_string(s.prompt.size()) + " tokens keep their last " +
+                  std::to_string(room) + " (context " + std::to_string(context) + " less max_new_tokens " +
+                  std::to_string(params.max_new_tokens) + ")");
+        s.prompt.erase(s.prompt.begin(), s.prompt.end() - static_cast<std::ptrdiff_t>(room));
+      }
+      s.params = params;
       auto c = std::make_shared<Collect>();
       c->model = inference.get();
       c->text = serve::TextStream(stop);

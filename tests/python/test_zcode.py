@@ -212,6 +212,12 @@ def test_generate_equals_the_cli(trained):
     assert fresh.generate(prompts[0], strategy="greedy", max_new_tokens=20)["text"] == got[0]["text"]
     with pytest.raises(ValueError):
         engine.generate("x", strategy="beam")
+    # More new tokens than the 64-token context: clamped as the CLI clamps them (63, the prompt
+    # cut to its last token), the same text as the CLI's.
+    long = engine.generate("alpha beta", strategy="greedy", max_new_tokens=100)
+    ref = cli("generate", "--checkpoint", ckpt, "--prompt", "alpha beta", "--strategy", "greedy",
+              "--max-new-tokens", "100")
+    assert long["text"] == ref[:-1] and len(long["ids"]) <= 63
 
 
 def test_generate_penalties_and_logit_bias_equal_the_cli(trained):
