@@ -41,7 +41,8 @@ def run(host, work, name, steps, threads, variant):
             "--set", "evaluation.max_batches=4", "--set", f"hardware.num_threads={threads}",
             "--set", f"data.cache_dir={work}/cache"]
     if variant == "none":
-        args += ["--set", "callbacks_replace_defaults=true", "--set", "callbacks=[{type: checkpoint}]"]
+        args += ["--set", "callbacks_replace_defaults=true", "--set", "callbacks=[{type: checkpoint}]",
+                 "--set", "logging.tensorboard=false"]  # the quickstart turns it on
     else:
         args += ["--set", "logging.tensorboard=true", "--set", "logging.mlflow=true",
                  "--set", "logging.prometheus={port: 0}", "--set", "callbacks=[{type: samples, enabled: false}]"]
