@@ -94,25 +94,7 @@ bool Scheduler::submit(std::vector<SequenceRequest> seqs) {
       throw std::invalid_argument("temperature: must be a finite number >= 0");
     if (!(p.top_p > 0 && p.top_p <= 1)) throw std::invalid_argument("top_p: must be in (0, 1]");
     if (p.top_k < 0) throw std::invalid_argument("top_k: must be >= 0");
-    if (!(p.presence_penalty >= -gen::kMaxPenalty && p.presence_penalty <= gen::kMaxPenalty))
-      throw std::invalid_argument("presence_penalty: " + std::to_string(p.presence_penalty) + " is outside [-2, 2]");
-    if (!(p.frequency_penalty >= -gen::kMaxPenalty && p.frequency_penalty <= gen::kMaxPenalty))
-      throw std::invalid_argument("frequency_penalty: " + std::to_string(p.frequency_penalty) + " is outside [-2, 2]");
-    if (p.logit_bias.size() > gen::kMaxLogitBiasEntries)
-      throw std::invalid_argument("logit_bias: " + std::to_string(p.logit_bias.size()) + " entries; at most " +
-                                  std::to_string(gen::kMaxLogitBiasEntries) + " are allowed");
-    for (size_t i = 0; i < p.logit_bias.size(); ++i) {
-      const auto& [id, b] = p.logit_bias[i];
-      if (id < 0 || id >= vocab_)
-        throw std::invalid_argument("logit_bias: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                    std::to_string(vocab_) + ")");
-      if (!(b >= -gen::kMaxLogitBias && b <= gen::kMaxLogitBias))
-        throw std::invalid_argument("logit_bias: the bias " + std::to_string(b) + " of token id " + std::to_string(id) +
-                                    " is outside [-100, 100]");
-      for (size_t j = 0; j < i; ++j)
-        if (p.logit_bias[j].first == id)
-          throw std::invalid_argument("logit_bias: token id " + std::to_string(id) + " appears twice");
-    }
+    gen::check_penalties(p.presence_penalty, p.frequency_penalty, p.logit_bias, vocab_, "");
   }
   {
     std::lock_guard<std::mutex> lk(m_);

@@ -33,23 +33,7 @@ void validate(const GenerationOptions& o) {
   if (o.max_new_tokens < 0) bad("generation.max_new_tokens: " + std::to_string(o.max_new_tokens) + " must be >= 0");
   for (const auto& s : o.stop)
     if (s.empty()) bad("generation.stop: empty stop string");
-  if (!(o.presence_penalty >= -kMaxPenalty && o.presence_penalty <= kMaxPenalty))
-    bad("generation.presence_penalty: " + std::to_string(o.presence_penalty) + " is outside [-2, 2]");
-  if (!(o.frequency_penalty >= -kMaxPenalty && o.frequency_penalty <= kMaxPenalty))
-    bad("generation.frequency_penalty: " + std::to_string(o.frequency_penalty) + " is outside [-2, 2]");
-  if (o.logit_bias.size() > kMaxLogitBiasEntries)
-    bad("generation.logit_bias: " + std::to_string(o.logit_bias.size()) + " entries; at most " +
-        std::to_string(kMaxLogitBiasEntries) + " are allowed");
-  for (size_t i = 0; i < o.logit_bias.size(); ++i) {
-    const auto& [id, b] = o.logit_bias[i];
-    if (id < 0) bad("generation.logit_bias: token id " + std::to_string(id) + " is negative (expected an id >= 0)");
-    if (!(b >= -kMaxLogitBias && b <= kMaxLogitBias))
-      bad("generation.logit_bias: the bias " + std::to_string(b) + " of token id " + std::to_string(id) +
-          " is outside [-100, 100]");
-    for (size_t j = 0; j < i; ++j)
-      if (o.logit_bias[j].first == id)
-        bad("generation.logit_bias: token id " + std::to_string(id) + " appears twice (expected each id once)");
-  }
+  check_penalties(o.presence_penalty, o.frequency_penalty, o.logit_bias, 0, "generation.");
   // Beam and contrastive search rank whole continuations by the model's
   // probabilities; a per-token steering of them has no agreed meaning, so
   // it is refused rather than silently ignored.
@@ -59,6 +43,32 @@ void validate(const GenerationOptions& o) {
                         : o.frequency_penalty != 0 ? "generation.frequency_penalty"
                                                    : "generation.logit_bias";
     bad(std::string(which) + " is used only by strategy greedy or sample, not by " + o.strategy);
+  }
+}
+
+void check_penalties(double presence_penalty, double frequency_penalty,
+                     std::span<const std::pair<int32_t, double>> logit_bias, int64_t vocab_size,
+                     const std::string& prefix) {
+  auto bad = [](const std::string& m) { throw std::invalid_argument(m); };
+  if (!(presence_penalty >= -kMaxPenalty && presence_penalty <= kMaxPenalty))
+    bad(prefix + "presence_penalty: " + std::to_string(presence_penalty) + " is outside [-2, 2]");
+  if (!(frequency_penalty >= -kMaxPenalty && frequency_penalty <= kMaxPenalty))
+    bad(prefix + "frequency_penalty: " + std::to_string(frequency_penalty) + " is outside [-2, 2]");
+  if (logit_bias.size() > kMaxLogitBiasEntries)
+    bad(prefix + "logit_bias: " + std::to_string(logit_bias.size()) + " entries; at most " +
+        std::to_string(kMaxLogitBiasEntries) + " are allowed");
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto& [id, b] = logit_bias[i];
+    if (id < 0) bad(prefix + "logit_bias: token id " + std::to_string(id) + " is negative (expected an id >= 0)");
+    if (vocab_size > 0 && id >= vocab_size)
+      bad(prefix + "logit_bias: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+          std::to_string(vocab_size) + ")");
+    if (!(b >= -kMaxLogitBias && b <= kMaxLogitBias))
+      bad(prefix + "logit_bias: the bias " + std::to_string(b) + " of token id " + std::to_string(id) +
+          " is outside [-100, 100]");
+    for (size_t j = 0; j < i; ++j)
+      if (logit_bias[j].first == id)
+        bad(prefix + "logit_bias: token id " + std::to_string(id) + " appears twice (expected each id once)");
   }
 }
 
@@ -485,10 +495,7 @@ Result generate(Decoder& model, std::span<const int32_t> prompt, const Generatio
     r.prompt.erase(r.prompt.begin(), r.prompt.end() - static_cast<std::ptrdiff_t>(room));
   }
   const int32_t max_len = max_seq_len;
-  for (const auto& [id, bias] : o.logit_bias)
-    if (id >= model.vocab_size())
-      throw std::invalid_argument("generation.logit_bias: token id " + std::to_string(id) +
-                                  " is outside the vocabulary [0, " + std::to_string(model.vocab_size()) + ")");
+  check_penalties(o.presence_penalty, o.frequency_penalty, o.logit_bias, model.vocab_size(), "generation.");
   if (o.max_new_tokens == 0) return r;
   for (int32_t id : r.prompt)
     if (id < 0 || id >= model.vocab_size())

@@ -88,6 +88,15 @@ inline constexpr size_t kMaxLogitBiasEntries = 300;
 /// checked against the vocabulary by generate(), which knows it.
 void validate(const GenerationOptions& o);
 
+/// The limits of step 0's options (validate(), generate() and the serving
+/// scheduler all check with it): penalties in [-2, 2], at most 300 biases,
+/// each in [-100, 100], ids >= 0, below vocab_size when it is > 0 (0: not
+/// known yet), each once. Throws std::invalid_argument naming the option
+/// after `prefix` (`generation.`, or "" for a request's field).
+void check_penalties(double presence_penalty, double frequency_penalty,
+                     std::span<const std::pair<int32_t, double>> logit_bias, int64_t vocab_size,
+                     const std::string& prefix);
+
 /// True when presence_penalty, frequency_penalty or logit_bias would change a
 /// logit (step 0 is then needed; otherwise it is skipped, not run as a no-op).
 bool has_penalties(double presence_penalty, double frequency_penalty,
