@@ -516,7 +516,6 @@ struct Ctx {
   double capacity_factor;  // of this pass: training's, eval_capacity_factor, or 0 (<= 0: dropless)
   double grad_scale;       // loss_scale / Nstep (backward)
   void* session;           // decode session (KV cache) or null
-  bool invariant;          // slot decoding: every linear through linear_fwd_small_m (batch-invariant bits)
   // The host's profiler (zc_tracer, ABI 1.7): what it records during this
   // call, the direction ("forward", "backward") and the layer of the spans.
   const zcode::sdk::Tracer* tracer = nullptr;
@@ -575,19 +574,16 @@ const float* session_packed(void* session, int64_t off, int N, int K);
 /// bias). In a decode step (k.session set) W comes from the session's packed
 /// copy (gemm_packed.h: each panel read once per call, one FMA chain per
 /// output whatever M, so slot decoding stays batch-invariant); a weight
-/// without one streams through gemm_small_m.h (sgemm packs W on every call).
-/// Training and evaluation keep OpenBLAS's sgemm, and with it their bits.
+/// without one (none today: pack_weights covers every map of a step)
+/// streams through gemm_small_m.h, batch-invariant too. Training and
+/// evaluation keep OpenBLAS's sgemm, and with it their bits.
 template <class T>
 void fwd_linear(const Ctx<T>& k, int M, int N, int K, const T* x, const T* W, T* y, T beta = T(0)) {
   if constexpr (std::is_same_v<T, float>) {
     if (k.session && (beta == 0.f || beta == 1.f)) {
-      if (const float* Wp = session_packed<T>(k.session, W - k.P, N, K)) {
+      if (const float* Wp = session_packed<T>(k.session, W - k.P, N, K))
         zcode::kernels::linear_fwd_packed(M, N, K, x, Wp, y, N, beta == 1.f);
-        return;
-      }
-    }
-    if (k.session && (M <= zcode::kernels::kSmallM || k.invariant) && (beta == 0.f || beta == 1.f)) {
-      zcode::kernels::linear_fwd_small_m(M, N, K, x, W, y, N, beta == 1.f);
+      else zcode::kernels::linear_fwd_small_m(M, N, K, x, W, y, N, beta == 1.f);
       return;
     }
   }
@@ -1150,7 +1146,6 @@ struct Model<T>::DecodeSession {
   // per session (gemm_packed.h), so a step streams them without OpenBLAS's
   // per-call packing; empty for double. packed_at: (parameter offset, N, K,
   // offset in packed), sorted by parameter offset.
-  std::vector<float> head_packed;
   struct Packed {
     int64_t off;
     int N, K;
@@ -1192,7 +1187,6 @@ void Model<T>::forward(Workspace& ws, const BatchView& b, double capacity_factor
            capacity_factor,
            0.0,
            nullptr,
-           false,
            &tracer_,
            tracer_.level(),
            "forward"};
@@ -1260,7 +1254,6 @@ void Model<T>::backward(Workspace& ws, const BatchView& b, double grad_scale) {
            c.capacity_factor,
            grad_scale,
            nullptr,
-           false,
            &tracer_,
            tracer_.level(),
            "backward"};
@@ -1514,10 +1507,8 @@ template <class T>
 void Model<T>::pack_weights(DecodeSession& s) const {
   if constexpr (std::is_same_v<T, float>) {
     const Config& c = cfg_;
-    const int V = static_cast<int>(c.vocab_size), d = static_cast<int>(c.d_model);
-    s.head_packed.resize(size_t(zcode::kernels::packed_w_elems(V, d)));
-    zcode::kernels::pack_w_panels(V, d, head_weight(), s.head_packed.data());
-    // Every linear map of a decode step, as fwd_linear meets it: (offset, N, K).
+    const int d = static_cast<int>(c.d_model);
+    // The head and every linear map of a decode step, as fwd_linear meets it: (offset, N, K).
     auto& idx = s.packed_at;
     idx.clear();
     int64_t total = 0;
@@ -1525,6 +1516,7 @@ void Model<T>::pack_weights(DecodeSession& s) const {
       idx.push_back({off, static_cast<int>(N), static_cast<int>(K), total});
       total += zcode::kernels::packed_w_elems(static_cast<int>(N), static_cast<int>(K));
     };
+    add(head_weight() - params_.get(), c.vocab_size, d);
     const int64_t F = c.moe_ffn_hidden;
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerOffsets& lo = layers_[static_cast<size_t>(l)];
@@ -1588,19 +1580,19 @@ typename Model<T>::DecodeSession* Model<T>::decode_begin(int batch, int max_len)
 // The forward of one decode call, shared by decode_step and decode_slots_step:
 // entry i appends tokens[i] to cache row slot_of[i] at position s->pos_of[i]
 // (validated by the caller). Every entry's key and value are written before
-// any attends, so a slot's later entries see its earlier ones. `invariant`:
-// every linear through linear_fwd_small_m (slot decoding's batch invariance);
-// otherwise up to kSmallM rows do and more go to OpenBLAS, as training.
+// any attends, so a slot's later entries see its earlier ones. Every linear
+// map and the head run on the session's packed copies (fwd_linear): a row's
+// bits do not depend on the others (slot decoding's batch invariance).
 template <class T>
 void Model<T>::decode_rows(DecodeSession* s, int n, const int32_t* slot_of, const int32_t* tokens,
-                           const uint8_t* want_logits, float* out_logits, bool invariant) {
+                           const uint8_t* want_logits, float* out_logits) {
   const Config& c = cfg_;
   if (omp_get_max_threads() > s->threads) {
     s->threads = omp_get_max_threads();
     s->prow.assign(size_t(s->threads) * s->max_len, T(0));
   }
   Workspace& ws = *s->ws;
-  Ctx<T> k{c, params_.get(), grads_.get(), ws, n, 1, n, nullptr, 0.0, 0.0, s, invariant};  // dropless
+  Ctx<T> k{c, params_.get(), grads_.get(), ws, n, 1, n, nullptr, 0.0, 0.0, s};  // dropless
   const int64_t N = n, d = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, hd = c.head_dim, qd = c.qkv_dim();
   const int64_t kvw = Hkv * hd;
   const int h2 = c.rotary_dims() / 2;
@@ -1662,11 +1654,12 @@ void Model<T>::decode_rows(DecodeSession* s, int n, const int32_t* slot_of, cons
   if (rows == 0) return;
   if (!out_logits) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode: NULL out_logits with rows wanted");
   if constexpr (std::is_same_v<T, float>) {
-    // The head is most of a step's FLOPs (bench/decode). Against the panels packed at
-    // decode_*_begin: W read once per step whatever the rows, straight into the caller's
-    // logits, each logit one FMA chain (the same bits at any batch, as `invariant` needs).
+    // The head is most of a step's FLOPs (bench/decode): its packed panels, straight
+    // into the caller's logits (fwd_linear's path, with the caller's row stride V).
+    const int64_t head = head_weight() - params_.get();
     zcode::kernels::linear_fwd_packed(static_cast<int>(rows), static_cast<int>(V), static_cast<int>(d), hf,
-                                      s->head_packed.data(), out_logits, static_cast<long>(V));
+                                      session_packed<T>(s, head, static_cast<int>(V), static_cast<int>(d)), out_logits,
+                                      static_cast<long>(V));
     return;
   }
   const int64_t chunk = ws.head_chunk_rows(rows);
@@ -1691,7 +1684,7 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
                                                std::to_string(c.vocab_size) + ")");
   // Every sequence at the same position, sequence i in cache row i.
   std::fill(s->pos_of.begin(), s->pos_of.begin() + s->batch, s->pos);
-  decode_rows(s, s->batch, s->row_of.data(), tokens, nullptr, out_logits, false);
+  decode_rows(s, s->batch, s->row_of.data(), tokens, nullptr, out_logits);
   ++s->pos;
 }
 
@@ -1781,7 +1774,7 @@ void Model<T>::decode_slots_step(DecodeSession* s, int n, const int32_t* slot_of
     throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_slots_step: slot " + std::to_string(slot_of[i]) +
                                              " is full (max_len " + std::to_string(s->max_len) + ")");
   }
-  decode_rows(s, n, slot_of, tokens, want_logits, out_logits, true);
+  decode_rows(s, n, slot_of, tokens, want_logits, out_logits);
 }
 
 template <class T>

@@ -154,7 +154,7 @@ class Model {
 
  private:
   void decode_rows(DecodeSession* s, int n, const int32_t* slot_of, const int32_t* tokens, const uint8_t* want_logits,
-                   float* out_logits, bool invariant);
+                   float* out_logits);
   void pack_weights(DecodeSession& s) const;
 
  public:
