@@ -625,6 +625,28 @@ enum {
   ZC_PARAM_EXPERT = 1u << 3     /* an expert's weight */
 };
 
+/* Expert parallelism (a model that reads ZC_GROUP_EXPERT of size K > 1).
+ * What the host relies on, rank by rank of an expert group:
+ *   - params() lists the dense tensors (no ZC_PARAM_EXPERT) on every rank,
+ *     the same ones in the same order, and the rank's own experts
+ *     (ZC_PARAM_EXPERT) under their global names (the one-process names),
+ *     in the one-process order; between two dense tensors the experts of
+ *     group rank q come before those of rank q + 1. The host rebuilds the
+ *     one-process order from that (the gradient norm's order).
+ *   - Dense gradients are the rank's own micro-batch's; an expert's gradient
+ *     is the sum over every group rank's tokens routed to it. In a step of
+ *     several micro-batches the host calls zero_grad before the first only
+ *     and may zero the dense gradients itself between micro-batches (they
+ *     are fp32 CPU tensors it may write): the model must add each micro-
+ *     batch's expert gradient to what the tensor holds.
+ *   - State: save_state's tensors are named after parameters ("<name>" or
+ *     "<name>.<buffer>", optimizers alike); the host gathers every rank's
+ *     experts into one checkpoint and hides from load_state the experts of
+ *     the other group ranks, so a checkpoint loads on any K.
+ *   - forward_backward, forward_eval and forward_logprobs are collectives of
+ *     the expert group: every group rank calls them, the same number of
+ *     times, in the same order. Decoding may be refused (glm52 refuses it). */
+
 /* One named parameter with its gradient. Both tensors are fp32, contiguous,
  * on the model's device, owned by the model and valid for its life. */
 typedef struct zc_param {

@@ -482,6 +482,20 @@ StateReaderView::StateReaderView(PartedTensors* parts, std::string json) : parts
   make_reader();
 }
 
+void StateReaderView::hide(const std::function<bool(std::string_view)>& hidden) {
+  size_t kept = 0;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (hidden(names_[i])) continue;
+    if (kept != i) {
+      names_[kept] = std::move(names_[i]);
+      if (!parts_) tensors_[kept] = tensors_[i];
+    }
+    ++kept;
+  }
+  names_.resize(kept);
+  if (!parts_) tensors_.resize(kept);
+}
+
 void StateReaderView::make_reader() {
   reader_ = zc_state_reader{};
   reader_.struct_size = sizeof(zc_state_reader);
@@ -498,6 +512,7 @@ const DLTensor* StateReaderView::get_tensor(void* ctx, const char* name) {
   auto* v = static_cast<StateReaderView*>(ctx);
   if (!name) return nullptr;
   if (v->parts_) {
+    if (std::find(v->names_.begin(), v->names_.end(), name) == v->names_.end()) return nullptr;
     try {
       return v->parts_->whole(name);
     } catch (const std::exception&) {

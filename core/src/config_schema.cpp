@@ -251,7 +251,9 @@ const std::vector<Field>& fields() {
             "1 = ZeRO-1: each data-parallel rank keeps and updates the optimizer state of its contiguous "
             "range of the parameters (reduce-scatter, step, all-gather); checkpoints reshard."),
       typed("distributed.expert_parallel", &I::distributed, &DI::expert_parallel,
-            R"J({"type": "integer", "minimum": 1})J", "Ranks one expert group spans; > 1: not implemented yet."),
+            R"J({"type": "integer", "minimum": 1})J",
+            "Expert parallelism: each group of K consecutive ranks splits the MoE experts K ways (K divides "
+            "hardware.devices and model.moe_experts); the dense layers stay data parallel over every rank."),
       typed("distributed.bucket_mb", &I::distributed, &DI::bucket_mb,
             R"J({"type": "number", "minimum": 0, "exclusiveMinimum": true, "maximum": 4096})J",
             "Gradient bucket of the data-parallel reduction, MiB (reduced in reverse parameter order)."),

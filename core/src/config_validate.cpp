@@ -528,6 +528,39 @@ void cross_field(const Lookup& r, const Lookup& raw, const std::vector<ConfigErr
   if (tp && *tp > 1 && r.boolean("training.tensor_parallel") == false)
     e.push_back({"training.tp_group_size", n2s(*tp) + " has no effect unless training.tensor_parallel is true"});
 
+  // Expert parallelism (issue #20): K ranks split the experts, K divides the
+  // world; what needs every expert in one process is refused by name.
+  // (model.moe_experts mod K is the model plugin's rule, checked at create.)
+  if (auto k = r.i64("distributed.expert_parallel"); k && *k > 1 && ok({"distributed.expert_parallel"})) {
+    const std::string ks = "distributed.expert_parallel = " + n2s(*k);
+    if (auto dev = r.i64("hardware.devices"); dev && ok({"hardware.devices"}) && *dev % *k != 0)
+      e.push_back(
+          {"distributed.expert_parallel",
+           n2s(*k) + " does not divide hardware.devices (" + n2s(*dev) +
+               "): each group of K ranks splits the experts K ways, so the world size must be a multiple of K"});
+    if (auto z = r.i64("distributed.zero_stage"); z && *z == 1)
+      e.push_back({"distributed.zero_stage", "1 with " + ks +
+                                                 " (ZeRO-1 over expert-parallel ranks) is not implemented yet; "
+                                                 "use zero_stage 0 with expert parallelism"});
+    // (As written: the default callbacks generate nothing, and the paths are the file's.)
+    if (const JsonValue* cbs = raw.get("callbacks"); cbs && cbs->IsArray())
+      for (rapidjson::SizeType i = 0; i < cbs->Size(); ++i) {
+        const JsonValue* t = member((*cbs)[i], "type");
+        const JsonValue* on = member((*cbs)[i], "enabled");
+        if (t && t->IsString() && fold(t->GetString()) == "samples" && !(on && on->IsBool() && !on->GetBool()))
+          e.push_back({join_index("callbacks", i) + ".type",
+                       "'samples' generates text, which needs every expert in one process, but " + ks +
+                           " splits them over ranks; remove it (generate from the checkpoint afterwards: "
+                           "zcode-host generate --checkpoint ...)"});
+      }
+    if (const JsonValue* ev = r.get("evaluation.plugins"); ev && ev->IsArray())
+      for (rapidjson::SizeType i = 0; i < ev->Size(); ++i)
+        if ((*ev)[i].IsString() && fold((*ev)[i].GetString()) == "generation")
+          e.push_back({join_index("evaluation.plugins", i),
+                       "'generation' decodes text, which needs every expert in one process, but " + ks +
+                           " splits them over ranks; evaluate the checkpoint afterwards (zcode-host evaluate)"});
+  }
+
   auto vf = r.num("data.val_fraction");
   if (vf && *vf > 0 && r.str("data.val_path"))
     e.push_back({"data.val_fraction", d2s(*vf) + " cannot be combined with data.val_path; use one of them"});
@@ -576,12 +609,6 @@ const std::vector<Unsupported>& unsupported_table() {
        [](const JsonValue& v) -> std::optional<std::string> {
          if (v.IsString() && fold(v.GetString()) == "nccl")
            return "'nccl' needs the CUDA backend, which is not implemented yet; use mpi (or auto)";
-         return std::nullopt;
-       }},
-      {"distributed.expert_parallel",
-       [](const JsonValue& v) -> std::optional<std::string> {
-         if (v.IsInt64() && v.GetInt64() > 1)
-           return n2s(v.GetInt64()) + " (experts split over ranks) is not implemented yet; use 1";
          return std::nullopt;
        }},
       {"hardware.mixed_precision",

@@ -136,6 +136,10 @@ struct Engine::Impl::Loop {
   dist::Communicator& comm;
   const int ranks, rank;
   std::unique_ptr<dist::GradientReducer> reducer;
+  // Expert parallelism: `reducer` sums the dense tensors over the world,
+  // this one the experts over EXPERT_DATA (none when every rank of that
+  // group is alone: W = K).
+  std::unique_ptr<dist::GradientReducer> expert_reducer;
   bool gather_grads_for_callbacks = false;
   dist::StepExchange exchange;
   core::GradientAccumulator::RunOptions train_opts, hessian_opts;
@@ -174,24 +178,58 @@ struct Engine::Impl::Loop {
       ro.bucket_mb = e.cfg.distributed().bucket_mb;
       ro.deterministic = tc.deterministic;
       ro.zero = e.zero();
-      reducer = std::make_unique<dist::GradientReducer>(comm, params, *e.layout, e.plan, ro);
+      if (e.experts) {
+        reducer = std::make_unique<dist::GradientReducer>(comm, e.experts->dense(), *e.layout, e.plan, ro);
+        dist::Communicator& ed = e.groups->get(ZC_GROUP_EXPERT_DATA);
+        if (ed.size() > 1) {
+          // The model adds the experts' gradients over the micro-batches
+          // (in deterministic mode too: it adds each source's in global
+          // micro-batch order); the replicas' totals are summed once.
+          dist::GradientReducer::Options xo;
+          xo.bucket_mb = ro.bucket_mb;
+          expert_reducer =
+              std::make_unique<dist::GradientReducer>(ed, e.experts->experts(), *e.expert_layout, e.expert_plan, xo);
+        }
+      } else {
+        reducer = std::make_unique<dist::GradientReducer>(comm, params, *e.layout, e.plan, ro);
+      }
     }
-    train_opts.zero_grad_each = hessian_opts.zero_grad_each = tc.deterministic;
+    // Deterministic: each micro-batch's gradient from zero, folded by the
+    // reducer. Under expert parallelism the model keeps adding the experts'
+    // gradients (zeroed at the step's first micro-batch only) and the
+    // engine zeroes the dense ones after each fold.
+    train_opts.zero_grad_each = hessian_opts.zero_grad_each = tc.deterministic && !e.experts;
     if (reducer && !tc.deterministic && e.cfg.distributed().overlap) {
       // The last micro-batch's backward announces final gradients: their
       // buckets' reduction starts while it goes on.
-      train_opts.grads_ready_ctx = reducer.get();
+      train_opts.grads_ready_ctx = this;
       train_opts.grads_ready = [](void* ctx, size_t first, size_t count) {
-        static_cast<dist::GradientReducer*>(ctx)->on_grads_ready(first, count);
+        Loop* l = static_cast<Loop*>(ctx);
+        if (!l->e.experts) {
+          l->reducer->on_grads_ready(first, count);
+          return;
+        }
+        for (size_t i = first; i < first + count && i < l->e.experts->num_tensors(); ++i)
+          if (const int64_t d = l->e.experts->dense_index(i); d >= 0)
+            l->reducer->on_grads_ready(static_cast<size_t>(d), 1);
       };
     }
     train_opts.after_each = [this](size_t) {
       if (ranks > 1) exchange.end_micro();
-      if (reducer->deterministic()) reducer->add_micro();
+      fold_micro();
     };
-    hessian_opts.after_each = [this](size_t) {
-      if (reducer->deterministic()) reducer->add_micro();
-    };
+    hessian_opts.after_each = [this](size_t) { fold_micro(); };
+  }
+  // Deterministic path: one micro-batch's (dense) gradient into the fold.
+  void fold_micro() {
+    if (!reducer->deterministic()) return;
+    reducer->add_micro();
+    if (e.experts) e.experts->zero_dense_grads();
+  }
+  void begin_sum() {
+    if (reducer->deterministic()) reducer->begin();
+    else reducer->begin_fast();
+    if (expert_reducer) expert_reducer->begin_fast();
   }
   bool profiling() const { return profile_steps > 0; }
   bool multi() const { return ranks > 1; }
@@ -253,8 +291,7 @@ struct Engine::Impl::Loop {
           acc.run(mt, e.model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED, hessian_seed ^ update));
     } else {
       hessian_opts.step_target_tokens = step_tokens;
-      if (reducer->deterministic()) reducer->begin();
-      else reducer->begin_fast();
+      begin_sum();
       check_plugin_call(*e.model.component(), "forward_backward (sampled labels)",
                         acc.run(mt, e.model.get(), tc.loss_scale, nullptr, &ignored, ZC_LABELS_SAMPLED,
                                 hessian_seed ^ update, hessian_opts));
@@ -269,6 +306,7 @@ struct Engine::Impl::Loop {
   void sum_gradients() {
     if (reducer->deterministic()) reducer->finish();
     else reducer->finish_fast();
+    if (expert_reducer) expert_reducer->finish_fast();
   }
 
   // Forward/backward over the micro-batches (loss / step tokens), clip, the
@@ -286,8 +324,7 @@ struct Engine::Impl::Loop {
     } else {
       train_opts.step_target_tokens = step_tokens;
       if (multi()) exchange.begin();
-      if (reducer->deterministic()) reducer->begin();
-      else reducer->begin_fast();
+      begin_sum();
       double local_loss = 0;
       check_plugin_call(*e.model.component(), "forward_backward",
                         acc.run(mt, e.model.get(), tc.loss_scale, multi() ? exchange.sink() : &sink.sink, &local_loss,
@@ -311,9 +348,14 @@ struct Engine::Impl::Loop {
     } else {
       // The global norm (with ZeRO-1 from every rank's shard); each rank
       // scales the gradients it holds summed.
-      s.grad_norm = reducer->norm();
+      // Under expert parallelism every rank's experts count, in the
+      // one-process order (ExpertSplit).
+      s.grad_norm = e.experts ? e.experts->norm() : reducer->norm();
       const double coef = core::clip_coefficient(s.grad_norm, tc.clip_grad_norm);
-      if (coef < 1.0) reducer->scale(static_cast<float>(coef));
+      if (coef < 1.0) {
+        reducer->scale(static_cast<float>(coef));
+        if (e.experts) core::scale_grads(e.experts->experts(), static_cast<float>(coef), nullptr, nullptr);
+      }
     }
     trace.span("clip_grad_norm", t0);
     check_plugin_call(*e.scheduler.component(), "lr", sch->lr(e.scheduler.get(), e.step, e.cfg.optimizer().lr, &s.lr));
@@ -329,7 +371,7 @@ struct Engine::Impl::Loop {
       }
     }
     if (gather_grads_for_callbacks) reducer->allgather_grads();
-    if (reducer) s.comm_ms = reducer->take_comm_ms();
+    if (reducer) s.comm_ms = reducer->take_comm_ms() + (expert_reducer ? expert_reducer->take_comm_ms() : 0.0);
     e.step = update;
     trace.sample_memory();
     s.tokens = step_tokens;
@@ -366,9 +408,8 @@ struct Engine::Impl::Loop {
   }
   // (Not when a stop was requested: the checkpoint comes first, and the
   // evaluators would only return CANCELLED.)
-  bool eval_due() const {
-    return ((tc.eval_every > 0 && e.step % static_cast<uint64_t>(tc.eval_every) == 0) || e.step == max_steps) &&
-           !stop_requested();
+  bool eval_scheduled() const {
+    return (tc.eval_every > 0 && e.step % static_cast<uint64_t>(tc.eval_every) == 0) || e.step == max_steps;
   }
   // When a callback asks, and at the end / on a stop.
   bool save_due(uint32_t flags, bool stopping) const {
@@ -402,6 +443,15 @@ struct Engine::Impl::Loop {
   }
 };
 
+// "experts split over groups of K ranks (E experts, E/K per rank)".
+static std::string expert_layout_text(const std::string& experts, int64_t k) {
+  std::string t = "experts split over groups of " + std::to_string(k) + " ranks (" + experts + " experts";
+  char* end = nullptr;
+  const long long e = std::strtoll(experts.c_str(), &end, 10);
+  if (end && *end == '\0' && !experts.empty()) t += ", " + std::to_string(e / k) + " per rank";
+  return t + ")";
+}
+
 // One decision for every rank: rank 0's callback flags (the only rank with
 // callbacks) and whether any rank was asked to stop (a signal may reach some
 // ranks only). One allreduce; a one-process run decides alone.
@@ -422,12 +472,20 @@ int Engine::Impl::train(int profile_steps) {
   // training.eval_at_start: the untrained model's val metrics as step 0 (a
   // fresh run only; a resumed run already has them in its history). Rank 0
   // evaluates; the others wait for its decision.
+  // Under expert parallelism every rank evaluates (the experts' forward is
+  // a collective of the expert group), on the same batches; rank 0 reports.
+  // The ranks then first agree on whether to evaluate at all.
+  const bool every_rank_evaluates = expert_parallel();
+  auto no_stop_agreed = [&] { return every_rank_evaluates ? !agree(c, 0, stop_requested()).stop : !stop_requested(); };
   if (!loop.profiling() && !resumed && step == 0 && cfg.training().eval_at_start) {
-    const bool stop = stop_requested();
-    if (!leader()) c.pause_timeout(true);  // waiting for rank 0's evaluation
-    const uint32_t f = leader() && !stop ? evaluate_and_emit(false) : 0;
+    const bool go = no_stop_agreed();
+    const bool wait = !leader() && !every_rank_evaluates;
+    if (wait) c.pause_timeout(true);  // waiting for rank 0's evaluation
+    uint32_t f = 0;
+    if (go && leader()) f = evaluate_and_emit(false);
+    else if (go) run_peer_evaluation();
     const uint32_t agreed = agree(c, f, false).flags;
-    if (!leader()) c.pause_timeout(false);
+    if (wait) c.pause_timeout(false);
     if (agreed & ZC_CALLBACK_REQUEST_STOP) {
       log::info("A callback asked to stop training at step 0");
       return kExitOk;
@@ -465,16 +523,20 @@ int Engine::Impl::train(int profile_steps) {
       if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
       continue;
     }
-    const bool eval_due = loop.eval_due();
-    // The others wait for rank 0's evaluation as long as it takes.
-    if (eval_due && !leader()) c.pause_timeout(true);
+    const bool eval_due = loop.eval_scheduled() && no_stop_agreed();
+    // The others wait for rank 0's evaluation as long as it takes (or,
+    // under expert parallelism, evaluate with it).
+    const bool wait = eval_due && !leader() && !every_rank_evaluates;
+    if (wait) c.pause_timeout(true);
     if (eval_due && leader()) {
       const auto t0 = Clock::now();
       flags |= evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP;
       loop.trace.span("evaluation", t0);
+    } else if (eval_due && every_rank_evaluates) {
+      run_peer_evaluation();
     }
     const Agreement a = agree(c, flags, stop_requested());
-    if (eval_due && !leader()) c.pause_timeout(false);
+    if (wait) c.pause_timeout(false);
     flags = a.flags;
     if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
     if (loop.save_due(flags, a.stop || stop_requested_by_callback)) {
@@ -630,6 +692,7 @@ int Engine::run() {
       m.create_core_stages(true);
       if (m.leader()) m.create_callbacks();  // the callbacks write the run folder: rank 0 only
       auto [total, active] = m.num_params();
+      std::string experts_text = "?";  // model.moe_experts as the plugin resolved it
       {
         // Variant and experts are the model plugin's options: its info_json says
         // what it resolved (core keeps no copy of them).
@@ -643,6 +706,7 @@ int Engine::run() {
         log::info("Initializing " + m.cfg.model().type + " (" + info("variant") + ") with " + info("moe_experts") +
                   " experts, top_k=" + info("moe_top_k") + ": " + std::to_string(total) + " parameters, " +
                   std::to_string(active) + " active per token");
+        experts_text = info("moe_experts");
       }
       {
         rapidjson::Document ti;
@@ -659,6 +723,8 @@ int Engine::run() {
         const int64_t acc = m.cfg.training().gradient_accumulation, n = m.world_size();
         log::info("Training on " + std::to_string(n) + " processes (" + comm.describe() + ", CPU, " +
                   std::to_string(m.host->num_threads()) + " threads each), data parallel" +
+                  (m.expert_parallel() ? ", " + expert_layout_text(experts_text, m.cfg.distributed().expert_parallel)
+                                       : std::string()) +
                   (m.zero() ? ", ZeRO-1 (optimizer state sharded)" : "") +
                   (m.cfg.training().deterministic ? ", deterministic reduction order" : "") +
                   ": global batch = batch_size " + std::to_string(d.batch_size) + " x gradient_accumulation " +
@@ -680,10 +746,15 @@ int Engine::run() {
     });
     training = true;  // from here a failure may strike one rank only
     int rc = m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) ? kExitOk : m.train(0);
-    if (m.leader() && m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) && rc == kExitOk &&
-        m.last_val_json == "{}") {
+    bool final_eval = m.leader() && m.step >= static_cast<uint64_t>(m.cfg.training().max_steps) && rc == kExitOk &&
+                      m.last_val_json == "{}";
+    // (Under expert parallelism every rank evaluates with rank 0: it decides for all.)
+    if (m.expert_parallel()) final_eval = comm.max(static_cast<int64_t>(final_eval)) != 0;
+    if (final_eval && m.leader()) {
       // A run resumed from its final checkpoint: evaluate so the summary has numbers.
       m.last_val_json = metrics_json(m.run_evaluation(m.cfg.evaluation().split));
+    } else if (final_eval) {
+      m.run_peer_evaluation();
     }
     const std::string summary = m.summary_json(rc == kExitInterrupted);
     torn_down = true;

@@ -12,6 +12,7 @@
 #include <zcode/core/checkpoint.h>
 #include <zcode/core/config.h>
 #include <zcode/core/dist/communicator.h>
+#include <zcode/core/dist/expert_split.h>
 #include <zcode/core/dist/flat_layout.h>
 #include <zcode/core/dist/process_groups.h>
 #include <zcode/core/engine.h>
@@ -100,6 +101,13 @@ struct Engine::Impl {
   std::vector<int64_t> shard_begin, shard_end;
   zc_param_shard shard_spec{};
   bool zero() const { return cfg.distributed().zero_stage == 1; }
+  // Expert parallelism (distributed.expert_parallel > 1): the model's dense
+  // and expert tensors apart (`layout` and `plan` then index the dense ones,
+  // summed over the world), and the experts' own layout over EXPERT_DATA.
+  std::unique_ptr<dist::ExpertSplit> experts;
+  std::unique_ptr<dist::FlatLayout> expert_layout;
+  dist::ShardPlan expert_plan;
+  bool expert_parallel() const { return cfg.distributed().expert_parallel > 1; }
 
   // Loop state.
   uint64_t step = 0;  // optimizer steps done
@@ -166,7 +174,15 @@ struct Engine::Impl {
     std::string index, json;
     std::vector<std::pair<std::string, std::string>> files;  // part, SHA-256
   };
-  std::filesystem::path save_checkpoint(const OptimizerParts* parts = nullptr);
+  // `expert_parts` (expert parallelism): the other expert-group ranks'
+  // expert tensors, {model, optimizer} safetensors bytes per rank, added to
+  // rank 0's so that the checkpoint holds every expert once.
+  std::filesystem::path save_checkpoint(const OptimizerParts* parts = nullptr,
+                                        const std::vector<std::pair<std::string, std::string>>* expert_parts = nullptr);
+  // Expert parallelism: this rank's expert tensors of the model's and the
+  // optimizer's state, gathered to rank 0 over the first expert group (a
+  // collective on ranks 0..K-1; the others return at once).
+  std::vector<std::pair<std::string, std::string>> gather_expert_state();
   // The checkpoint of every rank's step. The ranks hold the same weights and
   // data position (data parallel, replicated), so rank 0 writes them, as one
   // process would; with ZeRO-1 every rank writes its part of the optimizer
@@ -198,6 +214,10 @@ struct Engine::Impl {
   // evaluation, which measures the untrained model and has no checkpoint to
   // point best_step at.
   uint32_t evaluate_and_emit(bool count_best);
+  // Under expert parallelism, a rank other than 0 runs the same evaluation
+  // with it (its model's forward is a collective); the result is rank 0's
+  // to report.
+  void run_peer_evaluation();
 };
 
 }  // namespace zcode

@@ -41,7 +41,46 @@ ckpt::EngineState Engine::Impl::engine_state() const {
   return e;
 }
 
-fs::path Engine::Impl::save_checkpoint(const OptimizerParts* parts) {
+namespace {
+
+// Every tensor of a safetensors file (bytes) into `out`, names prefixed.
+void add_tensors(sdk::safetensors::Writer& out, const std::string& prefix, const std::string& bytes,
+                 const std::string& source) {
+  if (bytes.empty()) return;
+  const sdk::safetensors::Reader r(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), source);
+  for (const auto& t : r.tensors()) out.add(prefix + t.name, t.dtype.c_str(), t.shape, t.data, t.nbytes);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> Engine::Impl::gather_expert_state() {
+  if (!experts) return {};
+  dist::Communicator& group = groups->get(ZC_GROUP_EXPERT);
+  // The first expert group (world ranks 0..K-1) holds every expert once.
+  if (rank() >= group.size()) return {};
+  auto own_experts = [&](const StageInstance& st, const char* key) -> std::string {
+    if (leader() || !st) return {};
+    sdk::safetensors::Writer all, kept;
+    ckpt::StateWriterView w(&all, "", key);
+    check_plugin_call(*st.component(), "save_state", st.component()->base()->save_state(st.get(), w.get()));
+    const std::vector<uint8_t> bytes = all.serialize();
+    const sdk::safetensors::Reader r(std::span<const uint8_t>(bytes.data(), bytes.size()), key);
+    for (const auto& t : r.tensors())
+      if (experts->is_local_expert(t.name)) kept.add(t.name, t.dtype.c_str(), t.shape, t.data, t.nbytes);
+    const std::vector<uint8_t> out = kept.serialize();
+    return std::string(out.begin(), out.end());
+  };
+  const std::vector<std::string> m = group.allgather_bytes(own_experts(model, "model"));
+  const std::vector<std::string> o = group.allgather_bytes(own_experts(optimizer, "optimizer"));
+  std::vector<std::pair<std::string, std::string>> out;
+  if (leader())
+    for (size_t q = 1; q < m.size(); ++q) out.emplace_back(m[q], o[q]);
+  return out;
+}
+
+fs::path Engine::Impl::save_checkpoint(const OptimizerParts* parts,
+                                       const std::vector<std::pair<std::string, std::string>>* expert_parts) {
   ckpt::CheckpointContents c;
   c.step = step;
   ckpt::StateRecord r;
@@ -59,6 +98,15 @@ fs::path Engine::Impl::save_checkpoint(const OptimizerParts* parts) {
                       slot.inst->component()->base()->save_state(slot.inst->get(), w.get()));
     r.stages.push_back({slot.key, slot.inst->component(), w.json()});
   }
+  if (expert_parts)  // the experts of the other expert-group ranks, under their global names
+    for (size_t q = 0; q < expert_parts->size(); ++q) {
+      const std::string from = "expert-group rank " + std::to_string(q + 1);
+      add_tensors(c.tensors(ckpt::TensorFile::kModel), ckpt::tensor_prefix(ckpt::TensorFile::kModel, "model"),
+                  (*expert_parts)[q].first, from + " model state");
+      add_tensors(c.tensors(ckpt::TensorFile::kOptimizer),
+                  ckpt::tensor_prefix(ckpt::TensorFile::kOptimizer, "optimizer"), (*expert_parts)[q].second,
+                  from + " optimizer state");
+    }
   std::error_code cwd_ec;
   const fs::path cwd = fs::current_path(cwd_ec);
   if (!cwd_ec) r.cwd = cwd;
@@ -95,7 +143,8 @@ void Engine::Impl::save_checkpoint_all() {
     }
   } pause(communicator(), !leader());
   if (!zero()) {
-    if (leader()) save_checkpoint();
+    const auto expert_parts = gather_expert_state();  // (expert parallelism: to rank 0 first)
+    if (leader()) save_checkpoint(nullptr, experts ? &expert_parts : nullptr);
     if (world_size() > 1) communicator().barrier();
     return;
   }
@@ -185,6 +234,10 @@ void Engine::Impl::restore(const ckpt::LoadedCheckpoint& ck, bool only_model) {
     else
       rd = std::make_unique<ckpt::StateReaderView>(ck.tensors(slot.file), ckpt::tensor_prefix(slot.file, slot.key),
                                                    std::move(json));
+    // Expert parallelism: the checkpoint holds every expert (whatever layout
+    // wrote it); a rank's model and optimizer see the ones it holds.
+    if (experts && slot.file != ckpt::TensorFile::kExtra)
+      rd->hide([this](std::string_view n) { return experts->is_foreign_expert(n); });
     check_plugin_call(*slot.inst->component(), "load_state",
                       slot.inst->component()->base()->load_state(slot.inst->get(), rd->get()));
   }
@@ -221,6 +274,8 @@ std::string Engine::Impl::summary_json(bool interrupted) const {
                                                  (comm ? comm->describe() : std::string("?")) + ")";
     layout += ", global batch " + std::to_string(cfg.data().batch_size) + " x " +
               std::to_string(t.gradient_accumulation) + " x " + std::to_string(world_size()) + " sequences";
+    if (expert_parallel())
+      layout += ", experts split over groups of " + std::to_string(cfg.distributed().expert_parallel) + " ranks";
     if (zero()) layout += ", ZeRO-1 (optimizer state sharded)";
     if (t.deterministic) layout += ", deterministic reduction";
     w.key("layout").string(layout);

@@ -87,6 +87,14 @@ uint32_t Engine::Impl::evaluate_and_emit(bool count_best) {
   return emit(ZC_EVENT_EVAL_END, w.str());
 }
 
+void Engine::Impl::run_peer_evaluation() {
+  try {
+    (void)run_evaluation(cfg.evaluation().split);
+  } catch (const PluginError&) {
+    if (!stop_requested()) throw;
+  }
+}
+
 int Engine::evaluate(const std::string& checkpoint, const std::string& split, const std::string& out_json) {
   return evaluate(checkpoint, split, out_json, nullptr);
 }

@@ -595,8 +595,19 @@ TEST(Validate, NotImplementedOptionsAreErrors) {
             (Lines{"distributed.backend: 'nccl' needs the CUDA backend, which is not implemented yet; use mpi (or "
                    "auto)"}));
   EXPECT_EQ(errs("distributed:\n  zero_stage: 1\n"), Lines{});  // ZeRO-1 (core/src/dist)
-  EXPECT_EQ(errs("distributed:\n  expert_parallel: 2\n"),
-            (Lines{"distributed.expert_parallel: 2 (experts split over ranks) is not implemented yet; use 1"}));
+  // Expert parallelism: K divides the world; what needs every expert in one
+  // process (ZeRO-1 across the split, decoding) is refused by name.
+  EXPECT_EQ(errs("hardware:\n  devices: 4\ndistributed:\n  expert_parallel: 2\n"), Lines{});
+  EXPECT_EQ(errs("hardware:\n  devices: 3\ndistributed:\n  expert_parallel: 2\n"),
+            (Lines{"distributed.expert_parallel: 2 does not divide hardware.devices (3): each group of K ranks splits "
+                   "the experts K ways, so the world size must be a multiple of K"}));
+  EXPECT_EQ(errs("hardware:\n  devices: 2\ndistributed:\n  expert_parallel: 2\n  zero_stage: 1\n"),
+            (Lines{"distributed.zero_stage: 1 with distributed.expert_parallel = 2 (ZeRO-1 over expert-parallel "
+                   "ranks) is not implemented yet; use zero_stage 0 with expert parallelism"}));
+  EXPECT_EQ(errs("hardware:\n  devices: 2\ndistributed:\n  expert_parallel: 2\ncallbacks:\n  - type: samples\n"),
+            (Lines{"callbacks[0].type: 'samples' generates text, which needs every expert in one process, but "
+                   "distributed.expert_parallel = 2 splits them over ranks; remove it (generate from the checkpoint "
+                   "afterwards: zcode-host generate --checkpoint ...)"}));
   EXPECT_EQ(errs("training:\n  precision: bf16\n"),
             (Lines{"training.precision: 'bf16' needs the CUDA backend, which is not implemented yet; use fp32"}));
   EXPECT_EQ(errs("logging:\n  wandb: true\n  tensorboard: true\n"),

@@ -31,11 +31,13 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -347,6 +349,10 @@ class StateReaderView {
   StateReaderView(const StateReaderView&) = delete;
   StateReaderView& operator=(const StateReaderView&) = delete;
   const zc_state_reader* get() const { return &reader_; }
+  /// Leaves out every tensor for which `hidden(name)` is true (listing,
+  /// get_tensor and read_tensor_slice alike): under expert parallelism a
+  /// rank's stages see only the experts they hold.
+  void hide(const std::function<bool(std::string_view)>& hidden);
 
  private:
   static const DLTensor* get_tensor(void* ctx, const char* name);

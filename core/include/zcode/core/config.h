@@ -112,7 +112,7 @@ struct HardwareConfig {
 struct DistributedConfig {
   std::string backend = "auto";  ///< auto | mpi | nccl (nccl: not implemented yet); auto = mpi on the CPU
   int64_t zero_stage = 0;        ///< 0 | 1 (ZeRO-1: sharded optimizer state)
-  int64_t expert_parallel = 1;   ///< ranks one expert group spans, >= 1 (> 1: not implemented yet)
+  int64_t expert_parallel = 1;   ///< ranks one expert group spans (they split the experts), >= 1, divides devices
   double bucket_mb = 25;         ///< gradient bucket size of the data-parallel reduction, MiB
   bool overlap = false;          ///< start buckets' reduce-scatters during the backward pass
   int64_t timeout_s = 60;        ///< seconds a blocking collective waits for a lost or hung rank (>= 1)
