@@ -10,6 +10,8 @@ layout (--global sequences = batch_size × gradient_accumulation × ranks, micro
   step lines give step_time_ms and, with several ranks, comm_ms):
     1r1t   one process, 1 thread (a plain run, no launcher), accumulation global/micro
     2r1t   mpirun -np 2, 1 thread each (Open MPI binds each rank to a core)
+    2r1t_ep2  (moe only) the same with distributed.expert_parallel 2: each rank holds 4 of
+           the 8 experts, the routed tokens travel by alltoallv (no goal; beside 2r1t)
     1r2t   one process, 2 threads
     and, for the cost model (docs/scaling.md): 1r1t with accumulation 1 and 3, and
     3r1t   mpirun -np 3 --oversubscribe --bind-to none, 1 thread each, global 3×micro
@@ -344,6 +346,9 @@ class Bench:
         todo = [("1r1t", lambda: self.zcode("1r1t", cfg, 1, 1, g // mb)),
                 ("2r1t", lambda: self.zcode("2r1t", cfg, 2, 1, g // mb // 2)),
                 ("1r2t", lambda: self.zcode("1r2t", cfg, 1, 2, g // mb))]
+        if cfg == "moe":  # expert parallelism: 2 ranks, 4 of the 8 experts each
+            todo.append(("2r1t_ep2", lambda: self.zcode("2r1t_ep2", cfg, 2, 1, g // mb // 2,
+                                                        extra=["distributed.expert_parallel=2"])))
         if self.a.peer in ("tuned", "both"):
             todo.append(("ddp_tuned", lambda: self.ddp(cfg, "tuned", 2, g // mb // 2)))
         if self.a.model:
@@ -521,16 +526,20 @@ class Bench:
         headline = []
         for cfg, c in s["configs"].items():
             rows = c["rounds"]
-            ratio = dict(eff=[], vs2t=[], ddp=[], comm=[])
+            ratio = dict(eff=[], vs2t=[], ddp=[], comm=[], ep=[], ep_eff=[], ep_comm=[])
             for r in rows:
                 x = r["runs"]
+                if "2r1t_ep2" in x:
+                    ratio["ep"].append(x["2r1t_ep2"]["tokens_per_s"] / x["2r1t"]["tokens_per_s"])
+                    ratio["ep_eff"].append(x["2r1t_ep2"]["tokens_per_s"] / x["1r1t"]["tokens_per_s"] / 2)
+                    ratio["ep_comm"].append(x["2r1t_ep2"]["comm_fraction"])
                 ratio["eff"].append(x["2r1t"]["tokens_per_s"] / x["1r1t"]["tokens_per_s"] / 2)
                 ratio["vs2t"].append(x["2r1t"]["tokens_per_s"] / x["1r2t"]["tokens_per_s"])
                 ratio["comm"].append(x["2r1t"]["comm_fraction"])
                 if "ddp_tuned" in x:
                     ratio["ddp"].append(x["2r1t"]["tokens_per_s"] / x["ddp_tuned"]["tokens_per_s"])
             tok = {k: [r["runs"][k]["tokens_per_s"] for r in rows if k in r["runs"]]
-                   for k in ("1r1t", "2r1t", "1r2t", "ddp_tuned", "ddp_installed")}
+                   for k in ("1r1t", "2r1t", "2r1t_ep2", "1r2t", "ddp_tuned", "ddp_installed")}
             print(f"\n{cfg}: tokens/s (min-max over {len(rows)} round(s)): " + "; ".join(
                 f"{k} {min(v):.0f}-{max(v):.0f}" for k, v in tok.items() if v))
 
@@ -546,6 +555,11 @@ class Bench:
             line("2 ranks x 1 thread / 1 rank x 2 threads", ratio["vs2t"], GOALS["vs_threads"])
             line("exposed communication, share of a 2-rank step", ratio["comm"], GOALS["comm"], "{:.3f}", False)
             line("ZCode 2 ranks / PyTorch DDP gloo 2 processes (tuned)", ratio["ddp"], GOALS["vs_ddp"])
+            if ratio["ep"]:  # no goal in the issue: reported beside data parallel
+                print(f"  expert parallel (2 ranks, 4 of 8 experts each) / data parallel 2 ranks: "
+                      f"{median(ratio['ep']):.2f} (rounds {', '.join(f'{v:.2f}' for v in ratio['ep'])}); "
+                      f"its efficiency vs 1 rank x 1 thread {median(ratio['ep_eff']):.2f}, exposed communication "
+                      f"(gradients only; the alltoallv runs inside forward/backward) {median(ratio['ep_comm']):.3f}")
             if ratio["ddp"]:
                 headline.append((cfg, median(ratio["ddp"])))
             raw = [r["collectives"]["2"]["median_ms"] for r in rows if "2" in r.get("collectives", {})]
