@@ -36,6 +36,8 @@
  *          slots for continuous batching
  *     1.7  profiling: zc_tracer and zc_host_services.tracer (spans and
  *          counters any plugin adds to the host's trace)
+ *     1.8  generation: zc_model_table.decode_extend (kind_version 7): a
+ *          prompt's positions through a decode_begin session in one call
  *
  * ERRORS
  *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
@@ -97,7 +99,7 @@ extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 7u
+#define ZC_ABI_VERSION_MINOR 8u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -615,7 +617,7 @@ typedef struct zc_dataloader_table {
 /* Model                                                                      */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_MODEL_TABLE_VERSION 6u
+#define ZC_MODEL_TABLE_VERSION 7u
 
 /* Parameter flags. */
 enum {
@@ -832,6 +834,19 @@ typedef struct zc_model_table {
                                   const int32_t* tokens, const uint8_t* want_logits, float* out_logits);
   /* Empties one slot (length 0) for the next sequence. */
   zc_status* (*decode_slot_reset)(void* instance, void* session, int32_t slot);
+
+  /* ---- ABI 1.8 (kind_version 7) ---- */
+  /* Appends n >= 1 tokens to every sequence of a decode_begin session:
+   * tokens int32 [batch, n] row-major (sequence i's tokens in order), and
+   * writes the next-token logits after each sequence's last one, float32
+   * [batch, vocab_size]. The same cache and the same bits as n decode_step
+   * calls (their last logits), with the positions run together (a prompt's
+   * prefill: a GEMM over batch·n rows instead of n over batch rows). A
+   * session that would pass max_len, a token outside the vocabulary or a
+   * slot session is ZC_ERR_INVALID_ARGUMENT, and no sequence has advanced.
+   * Hosts call decode_step n times where the slot is absent or returns
+   * ZC_ERR_UNSUPPORTED (the SDK's default). */
+  zc_status* (*decode_extend)(void* instance, void* session, int32_t n, const int32_t* tokens, float* out_logits);
 } zc_model_table;
 
 /* ------------------------------------------------------------------------ */
@@ -1038,11 +1053,12 @@ ZC_STATIC_ASSERT(offsetof(zc_create_args, shard) == 88, "zc_create_args.shard (A
 ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
 ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
 ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
-ZC_STATIC_ASSERT(sizeof(zc_model_table) == 192, "zc_model_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_model_table) == 200, "zc_model_table layout");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, activations) == 144, "zc_model_table.activations (ABI 1.2)");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, estimate_memory) == 152, "zc_model_table.estimate_memory (ABI 1.3)");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, named_activations) == 160, "zc_model_table.named_activations (ABI 1.4)");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, decode_slot_reset) == 184, "zc_model_table.decode_slot_reset (ABI 1.6)");
+ZC_STATIC_ASSERT(offsetof(zc_model_table, decode_extend) == 192, "zc_model_table.decode_extend (ABI 1.8)");
 ZC_STATIC_ASSERT(sizeof(zc_named_tensor_list) == 32, "zc_named_tensor_list layout");
 ZC_STATIC_ASSERT(sizeof(zc_optimizer_table) == 88, "zc_optimizer_table layout");
 ZC_STATIC_ASSERT(offsetof(zc_optimizer_table, shard_granularity) == 80,

@@ -13,8 +13,8 @@
 //     (GLM52.load_spec);
 //   - prompts: 8 rows of --prompt ids uniform in [0, V) (mt19937, seed 2026);
 //     batch b decodes the first b rows;
-//   - decode: prefill (ZCode: the prompt through decode_step one position at a
-//     time, its only way to fill the cache; PyTorch: one extend over the whole
+//   - decode: prefill (ZCode: one decode_extend over the whole prompt, ABI
+//     1.8, what `zcode-host generate` runs; PyTorch: one extend over the whole
 //     prompt) gives new token 0 = arg-max of the last logits (ties: lowest
 //     id); then --new steps each feed the last token and take the next, so
 //     --new + 1 new tokens per sequence. MoE dropless on both (the plugin's
@@ -160,10 +160,7 @@ Run zcode_greedy(glm52::Model<float>& m, const std::vector<int32_t>& prompts, in
     }
   };
   const double t0 = now_s();
-  for (int t = 0; t < P; ++t) {
-    for (int i = 0; i < b; ++i) tok[i] = prompts[size_t(i) * P + t];
-    m.decode_step(s, tok.data(), logits.data());
-  }
+  m.decode_extend(s, P, prompts.data(), logits.data());  // rows 0..b-1 of the [8, P] prompts
   take(0);
   const double t1 = now_s();
   for (int t = 1; t <= N; ++t) {

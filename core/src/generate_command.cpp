@@ -36,6 +36,18 @@ class ModelDecoder : public Decoder {
   void step(const int32_t* tokens, float* logits) override {
     check_plugin_call(comp_, "decode_step", t_->decode_step(inst_, session_, tokens, logits));
   }
+  // decode_extend where the model has it (ABI 1.8); n steps where it is
+  // absent or unsupported (the SDK's default).
+  void extend(int32_t batch, int32_t n, const int32_t* tokens, float* logits) override {
+    if (ZC_TABLE_HAS_SLOT(t_, zc_model_table, decode_extend) && t_->decode_extend && !no_extend_) {
+      zc_status* st = t_->decode_extend(inst_, session_, n, tokens, logits);
+      if (!st) return;
+      if (status_code(st) != ZC_ERR_UNSUPPORTED) check_plugin_call(comp_, "decode_extend", st);
+      status_release(st);
+      no_extend_ = true;
+    }
+    Decoder::extend(batch, n, tokens, logits);
+  }
   void reorder(const int32_t* src) override {
     check_plugin_call(comp_, "decode_reorder", t_->decode_reorder(inst_, session_, src));
   }
@@ -50,6 +62,7 @@ class ModelDecoder : public Decoder {
   void* inst_;
   int64_t vocab_;
   void* session_ = nullptr;
+  bool no_extend_ = false;  // decode_extend said ZC_ERR_UNSUPPORTED once
 };
 
 // A flag the chosen strategy ignores is a mistake, not a no-op: `--top-p 0.9`

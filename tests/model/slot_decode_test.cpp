@@ -185,4 +185,71 @@ TEST(SlotDecode, BadStepsAreRefusedAndNoSlotAdvances) {
   EXPECT_THROW(m.decode_slots_begin(1, 65, 8), std::exception);  // past max_seq_len 64
 }
 
+// decode_extend (ABI 1.8, a prompt's prefill in one call) against n
+// decode_step calls: the same last logits and the same cache (the next steps
+// give the same bits), in one chunk (batch 1) and in two (batch 8 x 40
+// positions: chunks of 32 positions at 256 rows), for both shapes.
+TEST(DecodeExtend, EqualsStepByStep) {
+  zcode::kernels::set_num_threads(2);
+  for (const char* json : {kDeep, kPre}) {
+    const glm52::Config cfg = glm52_test::make_config(json);
+    glm52::Model<float> m(cfg, 77);
+    for (const auto& [B, n] : {std::pair{1, 21}, std::pair{8, 40}}) {
+      SCOPED_TRACE("batch " + std::to_string(B) + ", n " + std::to_string(n));
+      if (B == 8) {
+        ASSERT_LT(glm52::Model<float>::kExtendRows / B, n);  // two chunks
+      }
+      std::mt19937 rng(static_cast<unsigned>(B * 100 + n));
+      std::vector<int32_t> prompt(size_t(B) * n);  // [B, n]
+      for (auto& t : prompt) t = static_cast<int32_t>(rng() % kV);
+      auto* a = m.decode_begin(B, 64);
+      auto* b = m.decode_begin(B, 64);
+      std::vector<float> la(size_t(B) * kV), lb(size_t(B) * kV, -1.f);
+      std::vector<int32_t> col(static_cast<size_t>(B));
+      for (int t = 0; t < n; ++t) {
+        for (int i = 0; i < B; ++i) col[size_t(i)] = prompt[size_t(i) * n + t];
+        m.decode_step(a, col.data(), la.data());
+      }
+      m.decode_extend(b, n, prompt.data(), lb.data());
+      EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+      for (int step = 0; step < 5; ++step) {  // the caches agree: the next steps too
+        for (int i = 0; i < B; ++i) col[size_t(i)] = static_cast<int32_t>((step * 31 + i * 7) % kV);
+        m.decode_step(a, col.data(), la.data());
+        m.decode_step(b, col.data(), lb.data());
+        EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "step " << step;
+      }
+      m.decode_end(a);
+      m.decode_end(b);
+    }
+  }
+}
+
+TEST(DecodeExtend, BadCallsAreRefusedAndNothingAdvances) {
+  zcode::kernels::set_num_threads(1);
+  const glm52::Config cfg = glm52_test::make_config(kDeep);
+  glm52::Model<float> m(cfg, 77);
+  const auto seqs = sequences();
+  const auto r0 = alone(m, seqs[0]);
+  auto* s = m.decode_begin(1, 8);
+  std::vector<float> out(kV);
+  auto message = [&](int n, std::vector<int32_t> tokens) {
+    try {
+      m.decode_extend(s, n, tokens.data(), out.data());
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(9, std::vector<int32_t>(9, 1)), "decode_extend: 9 tokens after 0 pass the session's max_len 8");
+  EXPECT_EQ(message(2, {5, 300}), "decode_extend: tokens[0][1] = 300 out of range [0, 300)");
+  EXPECT_EQ(message(0, {5}), "decode_extend: n = 0 (expected >= 1) or NULL tokens / out_logits");
+  // Nothing advanced: the sequence's first 3 tokens give the reference's logits.
+  m.decode_extend(s, 3, seqs[0].data(), out.data());
+  EXPECT_EQ(0, std::memcmp(out.data(), r0.data() + 2 * kV, kV * sizeof(float)));
+  m.decode_end(s);
+  s = m.decode_slots_begin(1, 8, 4);
+  EXPECT_EQ(message(1, {5}), "decode_extend: not for a slot session (use decode_slots_step)");
+  m.decode_end(s);
+}
+
 }  // namespace

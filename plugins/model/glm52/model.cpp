@@ -1153,6 +1153,11 @@ struct Model<T>::DecodeSession {
   };
   std::vector<Packed> packed_at;
   std::vector<float> packed;
+  // decode_extend: the rows its chunks hold (the workspace, pos_of, the RoPE
+  // tables and hrows are sized for them once grown), and each chunk's entries.
+  int extend_rows = 0;
+  std::vector<int32_t> ext_slot, ext_tok;
+  std::vector<uint8_t> ext_want;
 };
 
 namespace {
@@ -1686,6 +1691,61 @@ void Model<T>::decode_step(DecodeSession* s, const int32_t* tokens, float* out_l
   std::fill(s->pos_of.begin(), s->pos_of.begin() + s->batch, s->pos);
   decode_rows(s, s->batch, s->row_of.data(), tokens, nullptr, out_logits);
   ++s->pos;
+}
+
+template <class T>
+void Model<T>::decode_extend(DecodeSession* s, int n, const int32_t* tokens, float* out_logits) {
+  const Config& c = cfg_;
+  if (!s) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_extend: no session");
+  if (s->slots) throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_extend: not for a slot session (use decode_slots_step)");
+  if (n < 1 || !tokens || !out_logits)
+    throw Error(ZC_ERR_INVALID_ARGUMENT,
+                "decode_extend: n = " + std::to_string(n) + " (expected >= 1) or NULL tokens / out_logits");
+  if (int64_t{s->pos} + n > s->max_len)
+    throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_extend: " + std::to_string(n) + " tokens after " +
+                                             std::to_string(s->pos) + " pass the session's max_len " +
+                                             std::to_string(s->max_len));
+  const int B = s->batch;
+  for (int64_t i = 0; i < int64_t{B} * n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "decode_extend: tokens[" + std::to_string(i / n) + "][" +
+                                               std::to_string(i % n) + "] = " + std::to_string(tokens[i]) +
+                                               " out of range [0, " + std::to_string(c.vocab_size) + ")");
+  // Positions per chunk: every sequence's, as many as fit kExtendRows rows.
+  const int per = std::max(1, std::min(n, kExtendRows / B));
+  const int rows = per * B;
+  if (rows > s->extend_rows) {  // grown once per session, before any position is written
+    const size_t h2 = std::max<size_t>(size_t(c.rotary_dims() / 2), 1);
+    auto ws = std::make_unique<Workspace>();
+    ws->plan(c, rows, 1, false, s->threads, nullptr);
+    ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(ws->bytes));
+    if (!ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_extend: out of memory");
+    ws->plan(c, rows, 1, false, s->threads, ws->mem);
+    s->ws = std::move(ws);
+    s->pos_of.assign(size_t(rows), 0);
+    s->rope_cos.assign(size_t(rows) * h2, T(0));
+    s->rope_sin.assign(size_t(rows) * h2, T(0));
+    s->hrows.assign(size_t(rows) * size_t(c.d_model), T(0));
+    s->ext_slot.assign(size_t(rows), 0);
+    s->ext_tok.assign(size_t(rows), 0);
+    s->ext_want.assign(size_t(rows), 0);
+    s->extend_rows = rows;
+  }
+  for (int t0 = 0; t0 < n; t0 += per) {
+    const int m = std::min(per, n - t0);
+    // Position-major entries, so that the last position's rows (the logits
+    // wanted) come out in sequence order.
+    for (int t = 0; t < m; ++t)
+      for (int i = 0; i < B; ++i) {
+        const size_t e = size_t(t) * B + i;
+        s->ext_slot[e] = i;
+        s->ext_tok[e] = tokens[size_t(i) * n + t0 + t];
+        s->pos_of[e] = s->pos + t;
+        s->ext_want[e] = t0 + t == n - 1;
+      }
+    decode_rows(s, m * B, s->ext_slot.data(), s->ext_tok.data(), s->ext_want.data(), out_logits);
+    s->pos += m;
+  }
 }
 
 template <class T>

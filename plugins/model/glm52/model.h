@@ -130,6 +130,18 @@ class Model {
   DecodeSession* decode_begin(int batch, int max_len);
   /// Appends tokens[batch] and writes logits [batch, V].
   void decode_step(DecodeSession* s, const int32_t* tokens, float* out_logits);
+  /// Appends n tokens to every sequence (tokens [batch, n], row-major) and
+  /// writes the logits after each one's last [batch, V]: n decode_step
+  /// calls' cache and last logits, the same bits (every row goes through the
+  /// same packed kernels, whose rows do not depend on each other), with the
+  /// positions run as one batch of rows, in chunks of up to kExtendRows rows.
+  /// Throws (nothing advanced) past max_len, on a token out of range or a
+  /// slot session.
+  void decode_extend(DecodeSession* s, int n, const int32_t* tokens, float* out_logits);
+  /// Rows of one decode_extend chunk (the session's workspace grows to it on
+  /// first use): enough for the packed GEMMs to stream each weight panel over
+  /// many rows, small enough that the chunk's activations stay near L2.
+  static constexpr int kExtendRows = 256;
   /// New sequence i takes old sequence src[i]'s cache.
   void decode_reorder(DecodeSession* s, const int32_t* src);
   void decode_end(DecodeSession* s);

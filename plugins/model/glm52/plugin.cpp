@@ -213,6 +213,10 @@ class Glm52 : public zcode::sdk::Model {
     model_->decode_slots_step(static_cast<glm52::Model<float>::DecodeSession*>(s), n, slot_of, tokens, want_logits,
                               out);
   }
+  void decode_extend(void* s, int32_t n, const int32_t* tokens, float* out) override {
+    zcode::kernels::set_num_threads(threads_);
+    model_->decode_extend(static_cast<glm52::Model<float>::DecodeSession*>(s), n, tokens, out);
+  }
   void decode_slot_reset(void* s, int32_t slot) override {
     model_->decode_slot_reset(static_cast<glm52::Model<float>::DecodeSession*>(s), slot);
   }

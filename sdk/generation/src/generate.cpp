@@ -228,14 +228,24 @@ struct Session {
   }
 };
 
-// Feeds the prompt to every row of a batch; leaves the last logits in `logits`.
+// Feeds the prompt to every row of a batch; leaves the last logits in
+// `logits`. In one extend() (the positions as one batch of rows), unless
+// `reps` wants every position's logits (contrastive search).
 void prefill(Decoder& d, const std::vector<int32_t>& prompt, int32_t batch, std::vector<float>& logits,
              std::vector<std::vector<float>>* reps = nullptr) {
+  if (!reps) {
+    if (prompt.empty()) return;
+    const auto n = static_cast<int32_t>(prompt.size());
+    std::vector<int32_t> rows(static_cast<size_t>(batch) * prompt.size());
+    for (int32_t i = 0; i < batch; ++i) std::copy(prompt.begin(), prompt.end(), rows.begin() + size_t(i) * n);
+    d.extend(batch, n, rows.data(), logits.data());
+    return;
+  }
   std::vector<int32_t> toks(static_cast<size_t>(batch));
   for (int32_t t : prompt) {
     std::fill(toks.begin(), toks.end(), t);
     d.step(toks.data(), logits.data());
-    if (reps) reps->emplace_back(logits.begin(), logits.begin() + d.vocab_size());
+    reps->emplace_back(logits.begin(), logits.begin() + d.vocab_size());
   }
 }
 

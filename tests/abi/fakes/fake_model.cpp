@@ -36,11 +36,12 @@ static_assert(kMinor >= 2 && kMinor <= ZC_ABI_VERSION_MINOR, "the fakes cover AB
 
 // The model table at each minor: its size ends after the last slot that
 // minor appended, and kind_version is the one the slot's comment names.
-constexpr uint32_t kTableSize = kMinor >= 6   ? static_cast<uint32_t>(sizeof(zc_model_table))
+constexpr uint32_t kTableSize = kMinor >= 8   ? static_cast<uint32_t>(sizeof(zc_model_table))
+                                : kMinor >= 6 ? static_cast<uint32_t>(offsetof(zc_model_table, decode_extend))
                                 : kMinor >= 4 ? static_cast<uint32_t>(offsetof(zc_model_table, decode_slots_begin))
                                 : kMinor == 3 ? static_cast<uint32_t>(offsetof(zc_model_table, named_activations))
                                               : static_cast<uint32_t>(offsetof(zc_model_table, estimate_memory));
-constexpr uint32_t kKindVersion = kMinor >= 6 ? 6u : kMinor >= 4 ? 5u : kMinor == 3 ? 4u : 3u;
+constexpr uint32_t kKindVersion = kMinor >= 8 ? 7u : kMinor >= 6 ? 6u : kMinor >= 4 ? 5u : kMinor == 3 ? 4u : 3u;
 
 [[noreturn]] void called_past_struct_size(const char* slot) {
   throw Error(ZC_ERR_INTERNAL, std::string(slot) + " called on a plugin built for ABI 1." + std::to_string(kMinor) +

@@ -237,6 +237,9 @@ struct ModelThunks {
   static zc_status* decode_slot_reset(void* i, void* s, int32_t slot) {
     return guard([&] { self(i)->decode_slot_reset(s, slot); });
   }
+  static zc_status* decode_extend(void* i, void* s, int32_t n, const int32_t* tokens, float* out) {
+    return guard([&] { self(i)->decode_extend(s, n, tokens, out); });
+  }
   static zc_status* forward_logits(void* i, const int32_t* tokens, int32_t n, float* out) {
     return guard([&] { self(i)->forward_logits(tokens, n, out); });
   }
@@ -288,7 +291,8 @@ struct ModelThunks {
                                            &named_activations,
                                            &decode_slots_begin,
                                            &decode_slots_step,
-                                           &decode_slot_reset};
+                                           &decode_slot_reset,
+                                           &decode_extend};
 };
 
 template <class T>

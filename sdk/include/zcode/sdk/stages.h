@@ -267,6 +267,12 @@ class Model : public Stage {
   virtual void decode_step(void* /*session*/, const int32_t* /*tokens*/, float* /*out_logits*/) {
     throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_step");
   }
+  /// zc_model_table.decode_extend (ABI 1.8): n positions of every sequence
+  /// in one call (tokens [batch, n]), the last logits [batch, vocab].
+  /// Default: unsupported, and hosts then call decode_step n times.
+  virtual void decode_extend(void* /*session*/, int32_t /*n*/, const int32_t* /*tokens*/, float* /*out_logits*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_extend");
+  }
   virtual void decode_reorder(void* /*session*/, const int32_t* /*src*/) {
     throw Error(ZC_ERR_UNSUPPORTED, "this model does not implement decode_reorder");
   }

@@ -113,6 +113,19 @@ class Decoder {
   virtual void begin(int32_t batch, int32_t max_len) = 0;
   /// Appends tokens[batch] and writes next-token logits, float32 [batch, vocab].
   virtual void step(const int32_t* tokens, float* logits) = 0;
+  /// Appends n tokens to each of the `batch` sequences (tokens [batch, n],
+  /// row-major) and writes the logits after each one's last, float32
+  /// [batch, vocab]: n step() calls' last logits, the same bits (the prefill
+  /// of a prompt). Default: those n calls; a model decoder overrides it with
+  /// zc_model_table.decode_extend (ABI 1.8), which runs the positions as one
+  /// batch of rows.
+  virtual void extend(int32_t batch, int32_t n, const int32_t* tokens, float* logits) {
+    std::vector<int32_t> col(static_cast<size_t>(batch));
+    for (int32_t t = 0; t < n; ++t) {
+      for (int32_t i = 0; i < batch; ++i) col[static_cast<size_t>(i)] = tokens[static_cast<size_t>(i) * n + t];
+      step(col.data(), logits);
+    }
+  }
   /// New sequence i takes old sequence src[i]'s cache.
   virtual void reorder(const int32_t* src) = 0;
   virtual void end() = 0;

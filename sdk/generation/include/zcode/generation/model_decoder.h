@@ -28,6 +28,18 @@ class ModelRefDecoder : public Decoder {
   void step(const int32_t* tokens, float* logits) override {
     sdk::check(host_, t_->decode_step(inst_, session_, tokens, logits));
   }
+  /// decode_extend where the model has it (ABI 1.8); n steps where it is
+  /// absent or unsupported (the SDK's default).
+  void extend(int32_t batch, int32_t n, const int32_t* tokens, float* logits) override {
+    if (ZC_TABLE_HAS_SLOT(t_, zc_model_table, decode_extend) && t_->decode_extend && !no_extend_) {
+      zc_status* st = t_->decode_extend(inst_, session_, n, tokens, logits);
+      if (!st) return;
+      if (host_->status_code(host_->host_ctx, st) != ZC_ERR_UNSUPPORTED) sdk::check(host_, st);
+      host_->status_release(host_->host_ctx, st);
+      no_extend_ = true;
+    }
+    Decoder::extend(batch, n, tokens, logits);
+  }
   void reorder(const int32_t* src) override { sdk::check(host_, t_->decode_reorder(inst_, session_, src)); }
   void end() override {
     if (session_) t_->decode_end(inst_, session_);
@@ -40,6 +52,7 @@ class ModelRefDecoder : public Decoder {
   void* inst_;
   int64_t vocab_;
   void* session_ = nullptr;
+  bool no_extend_ = false;  // decode_extend said ZC_ERR_UNSUPPORTED once
 };
 
 }  // namespace zcode::gen
