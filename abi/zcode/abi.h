@@ -37,7 +37,9 @@
  *     1.7  profiling: zc_tracer and zc_host_services.tracer (spans and
  *          counters any plugin adds to the host's trace)
  *     1.8  generation: zc_model_table.decode_extend (kind_version 7): a
- *          prompt's positions through a decode_begin session in one call
+ *          prompt's positions through a decode_begin session in one call;
+ *          data parallelism: zc_dataloader_table.set_data_shard
+ *          (kind_version 2): a rank reads only its share of the stream
  *
  * ERRORS
  *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
@@ -581,7 +583,7 @@ typedef struct zc_tokenizer_table {
 /* Data loader                                                                */
 /* ------------------------------------------------------------------------ */
 
-#define ZC_DATALOADER_TABLE_VERSION 1u
+#define ZC_DATALOADER_TABLE_VERSION 2u
 
 /* One batch of packed token windows. Memory is owned by the data loader and
  * valid until the next next_batch/reset/destroy on the same instance. */
@@ -611,6 +613,19 @@ typedef struct zc_dataloader_table {
   /* JSON array describing the sources for provenance:
    * [{"path":..., "sha256":..., "records":N, "skipped":M, "license":...}] */
   zc_status* (*provenance_json)(void* instance, const char** out_json);
+
+  /* ---- ABI 1.8 (kind_version 2) ---- */
+  /* Data parallelism: of every `size` consecutive batches of the one stream
+   * (the stream of this loader with no shard), next_batch hands out the one
+   * at position `rank` (0 <= rank < size) and passes over the others as if
+   * they had been read, without filling them. The stream, the epochs and
+   * save_state's position stay the unsharded ones: after a batch, the
+   * position is the end of its group of `size`, so the ranks' positions
+   * agree after every group and a checkpoint resumes with any `size`. Called
+   * once, after create and before next_batch or load_state; size 1 is the
+   * plain stream. ZC_ERR_UNSUPPORTED (or an absent slot): the host reads
+   * every batch and keeps its share itself. */
+  zc_status* (*set_data_shard)(void* instance, uint64_t rank, uint64_t size);
 } zc_dataloader_table;
 
 /* ------------------------------------------------------------------------ */
@@ -1052,7 +1067,8 @@ ZC_STATIC_ASSERT(offsetof(zc_create_args, stream) == 80, "zc_create_args.stream 
 ZC_STATIC_ASSERT(offsetof(zc_create_args, shard) == 88, "zc_create_args.shard (ABI 1.5)");
 ZC_STATIC_ASSERT(sizeof(zc_table_base) == 48, "zc_table_base layout");
 ZC_STATIC_ASSERT(sizeof(zc_tokenizer_table) == 96, "zc_tokenizer_table layout");
-ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 80, "zc_dataloader_table layout");
+ZC_STATIC_ASSERT(sizeof(zc_dataloader_table) == 88, "zc_dataloader_table layout");
+ZC_STATIC_ASSERT(offsetof(zc_dataloader_table, set_data_shard) == 80, "zc_dataloader_table.set_data_shard (ABI 1.8)");
 ZC_STATIC_ASSERT(sizeof(zc_model_table) == 200, "zc_model_table layout");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, activations) == 144, "zc_model_table.activations (ABI 1.2)");
 ZC_STATIC_ASSERT(offsetof(zc_model_table, estimate_memory) == 152, "zc_model_table.estimate_memory (ABI 1.3)");

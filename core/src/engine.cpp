@@ -246,13 +246,16 @@ struct Engine::Impl::Loop {
 
   // The step's micro-batches into `acc` (the loader's memory is reused);
   // false when a stop request interrupted the wait. With N ranks the global
-  // step is gradient_accumulation × N micro-batches of the one train stream:
-  // every rank reads all of them and keeps micro-batch j when j mod N is its
-  // rank (so the loaders' state stays the one-process state, and a resume on
-  // another number of ranks continues the same stream).
+  // step is gradient_accumulation × N micro-batches of the one train stream,
+  // and rank r's are the micro-batches j with j mod N = r: its loader hands
+  // out only those (set_data_shard, ABI 1.8), or, for a loader that cannot,
+  // it reads them all and keeps its own. Either way the loaders' state stays
+  // the one-process state, so a resume on another number of ranks continues
+  // the same stream.
   bool load_batches(Step& s) {
     acc.clear();
-    for (int64_t m = 0; m < tc.gradient_accumulation * ranks; ++m) {
+    const int64_t reads = tc.gradient_accumulation * (e.data_sharded ? 1 : ranks);
+    for (int64_t m = 0; m < reads; ++m) {
       zc_batch b{};
       b.struct_size = sizeof(zc_batch);
       int32_t has = 0;
@@ -275,7 +278,7 @@ struct Engine::Impl::Loop {
       s.data_wait_ms += ms_since(t0);
       trace.span("data_wait", t0);
       if (!has) throw RunFailure("data: the train split ended (a train loader must cycle epochs)", kExitRuntimeError);
-      if (m % ranks == rank) acc.add(b);
+      if (e.data_sharded || m % ranks == rank) acc.add(b);
     }
     return true;
   }
@@ -398,6 +401,26 @@ struct Engine::Impl::Loop {
     // count, summed over micro-batches; the engine's is what tokens_per_s uses).
     for (const auto& m : sink.entries)
       if (m.count && !core::engine_step_key(m.name)) w.key(m.name).number(sink.value(m), 17);
+    // Expert parallelism: the load of each expert-group rank's experts
+    // (moe_load_<e> summed over the E/K experts it holds), so a step line
+    // shows whether the ranks of a group have even work.
+    if (e.experts) {
+      const int64_t K = e.cfg.distributed().expert_parallel;
+      std::vector<std::pair<int64_t, double>> loads;  // expert, load
+      for (const auto& m : sink.entries)
+        if (m.count && m.name.starts_with("moe_load_")) {
+          char* end = nullptr;
+          const long long x = std::strtoll(m.name.c_str() + 9, &end, 10);
+          if (end && *end == '\0') loads.emplace_back(x, sink.value(m));
+        }
+      const auto E = static_cast<int64_t>(loads.size());
+      if (E > 0 && E % K == 0) {
+        std::vector<double> group(static_cast<size_t>(K), 0.0);
+        for (const auto& [x, v] : loads)
+          if (x >= 0 && x < E) group[static_cast<size_t>(x / (E / K))] += v;
+        for (int64_t q = 0; q < K; ++q) w.key("moe_rank_load_" + std::to_string(q)).number(group[size_t(q)], 17);
+      }
+    }
     w.end_object();
     return w.str();
   }
@@ -729,7 +752,10 @@ int Engine::run() {
                   (m.cfg.training().deterministic ? ", deterministic reduction order" : "") +
                   ": global batch = batch_size " + std::to_string(d.batch_size) + " x gradient_accumulation " +
                   std::to_string(acc) + " x " + std::to_string(n) +
-                  " ranks = " + std::to_string(d.batch_size * acc * n) + " sequences per step");
+                  " ranks = " + std::to_string(d.batch_size * acc * n) + " sequences per step" +
+                  (m.data_sharded ? ", each rank reading only its own micro-batches"
+                                  : ", each rank reading the whole stream and keeping its share (the loader "
+                                    "cannot shard: no set_data_shard)"));
       }
       if (ck) {
         m.restore(*ck, false);

@@ -144,6 +144,10 @@ struct Engine::Impl {
   void plan_shards();
   // The groups and collective service of a run (every rank, in order).
   void make_groups();
+  // Several ranks: the train loader hands each rank only its micro-batches
+  // (zc_dataloader_table.set_data_shard), when it can (data_sharded).
+  void shard_train_data();
+  bool data_sharded = false;
   // The resolved list: the defaults merged with the config's entries
   // (HarnessConfig's merge_callbacks), in that order.
   void create_callbacks();

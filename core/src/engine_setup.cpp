@@ -114,6 +114,7 @@ void Engine::Impl::create_core_stages(bool training) {
   if (training) {
     train_data = stages->create(ZC_KIND_DATALOADER, cfg.data().loader, "data.loader", cfg.section_json("data"),
                                 {.tokenizer = tokenizer.ref(), .split = "train"});
+    shard_train_data();
     plan_shards();
     optimizer = stages->create(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name", cfg.section_json("optimizer"),
                                {.model = model.ref(), .shard = zero() ? &shard_spec : nullptr});
@@ -124,6 +125,23 @@ void Engine::Impl::create_core_stages(bool training) {
     evaluators.emplace_back(
         name, stages->create(ZC_KIND_EVALUATOR, name, "evaluation.plugins", cfg.evaluator_options_json(name),
                              {.tokenizer = tokenizer.ref(), .model = model.ref()}));
+}
+
+void Engine::Impl::shard_train_data() {
+  data_sharded = false;
+  if (world_size() == 1) return;
+  // Every rank reads only its micro-batches (ABI 1.8); a loader that cannot
+  // is read whole, each rank keeping its share (Loop::load_batches).
+  const auto* dt = train_data.component()->as<zc_dataloader_table>();
+  if (!ZC_TABLE_HAS_SLOT(dt, zc_dataloader_table, set_data_shard) || !dt->set_data_shard) return;
+  zc_status* st =
+      dt->set_data_shard(train_data.get(), static_cast<uint64_t>(rank()), static_cast<uint64_t>(world_size()));
+  if (st && status_code(st) == ZC_ERR_UNSUPPORTED) {
+    status_release(st);
+    return;
+  }
+  check_plugin_call(*train_data.component(), "set_data_shard", st);
+  data_sharded = true;
 }
 
 void Engine::Impl::make_groups() {

@@ -288,6 +288,8 @@ class Loader {
     p_.table->destroy(inst_);
     if (tok_) zcode::sdk::detail::TokenizerThunks<ByteTokenizer>::table.destroy(tok_);
   }
+  /// zc_dataloader_table.set_data_shard (ABI 1.8).
+  void shard(uint64_t rank, uint64_t size) { check(p_.table->set_data_shard(inst_, rank, size)); }
   std::optional<Batch> next() {
     zc_batch b{};
     b.struct_size = sizeof b;

@@ -862,6 +862,61 @@ TEST_P(JsonlModes, ResumeInANewProcessIsExact) {
   for (int i = 9; i < total; ++i) ASSERT_EQ(*b.next(), ref[i]) << "batch " << i;
 }
 
+// set_data_shard (ABI 1.8, data parallelism): rank r of N gets batches
+// r, N + r, 2N + r, ... of the unsharded stream, across epoch (and
+// streaming block) boundaries; its saved position is the end of the group
+// of N, so rank 0's state resumes the stream with any number of ranks (here
+// 3 ranks -> 2 ranks -> 1 process), and a bad shard is refused.
+TEST_P(JsonlModes, DataShardsAreTheStreamsRanksAndResumeOnAnyCount) {
+  auto [streaming, workers] = GetParam();
+  TempDir t;
+  write_file(t / "a.jsonl", jsonl_of(random_docs(40, 4, 30)));
+  std::string o = opts({{"train_path", jstr(t / "a.jsonl")},
+                        {"cache_dir", jstr(t / "c")},
+                        {"num_workers", std::to_string(workers)},
+                        {"batch_size", "3"},
+                        {"streaming", streaming ? "true" : "false"},
+                        {"shuffle_block", "5"}});
+  std::string cfg = config(15);
+  FakeHost host;
+  Plugin p(host);
+  std::vector<Batch> ref;
+  {
+    Loader l(p, host, o, cfg);
+    for (int i = 0; i < 36; ++i) ref.push_back(*l.next());
+  }
+  ASSERT_GE(ref.back().epoch, 2u);  // the groups cross epochs
+  // 3 ranks, 4 groups each (12 batches of the stream).
+  State after12;
+  for (uint64_t r = 0; r < 3; ++r) {
+    Loader l(p, host, o, cfg);
+    l.shard(r, 3);
+    for (int g = 0; g < 4; ++g) ASSERT_EQ(*l.next(), ref[size_t(3 * g) + r]) << "rank " << r << ", group " << g;
+    if (r == 0) after12 = l.save();
+  }
+  // Resumed on 2 ranks from rank 0's state: batches 12 + 2g + r.
+  State after20;
+  for (uint64_t r = 0; r < 2; ++r) {
+    Loader l(p, host, o, cfg);
+    l.shard(r, 2);
+    l.load(after12);
+    for (int g = 0; g < 4; ++g) ASSERT_EQ(*l.next(), ref[size_t(12 + 2 * g) + r]) << "rank " << r << ", group " << g;
+    if (r == 0) after20 = l.save();
+  }
+  // And by one process.
+  Loader one(p, host, o, cfg);
+  one.load(after20);
+  for (int i = 20; i < 36; ++i) ASSERT_EQ(*one.next(), ref[size_t(i)]) << "batch " << i;
+  Loader bad(p, host, o, cfg);
+  try {
+    bad.shard(2, 2);
+    ADD_FAILURE() << "rank 2 of 2 accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("set_data_shard rank 2 of 2 (expected 0 <= rank < size)"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(JsonlCache, TwoProcessesRacingBothEndValid) {
   TempDir t;
   auto docs = random_docs(20000, 8, 60);

@@ -286,7 +286,8 @@ TEST_F(DataParallel, TwoRanksDeterministicEqualOneProcess) {
   expect_identical("one", "two");
   const std::string l = log("two.log");
   EXPECT_NE(l.find("Training on 2 processes (Open MPI"), std::string::npos) << l;
-  EXPECT_NE(l.find("global batch = batch_size 2 x gradient_accumulation 2 x 2 ranks = 8 sequences per step"),
+  EXPECT_NE(l.find("global batch = batch_size 2 x gradient_accumulation 2 x 2 ranks = 8 sequences per step, each "
+                   "rank reading only its own micro-batches"),
             std::string::npos)
       << l;
   // Rank 0 alone prints the steps; rank 1 keeps its own log in the run folder.
@@ -454,6 +455,10 @@ TEST_F(DataParallel, ExpertParallelEqualsOneProcess) {
     const std::string l = log("ep_" + opt + ".log");
     EXPECT_NE(l.find("data parallel, experts split over groups of 2 ranks (4 experts, 2 per rank)"), std::string::npos)
         << l;
+    // The step line shows the experts' load per expert-group rank; metrics.json has it.
+    EXPECT_NE(l.find(" | expert ranks: 0."), std::string::npos) << l;
+    const std::string metrics = slurp(run_dir("ep_" + opt) / "metrics.json");
+    EXPECT_NE(metrics.find("\"moe_rank_load_1\""), std::string::npos);
     // Every expert once, under its global name.
     const auto w = state("ep_" + opt);
     for (int x = 0; x < 4; ++x) EXPECT_TRUE(w.count("model/layers.1.moe.experts." + std::to_string(x) + ".w2")) << x;

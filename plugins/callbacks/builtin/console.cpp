@@ -88,6 +88,17 @@ uint32_t Console::on_event(const zc_event& e) {
         std::snprintf(b, sizeof b, " | moe_load: %.3f-%.3f", lo, hi);
         s += b;
       }
+      // Expert parallelism: the experts' load per expert-group rank (min-max).
+      double rlo = INFINITY, rhi = -INFINITY;
+      for (auto it = m.MemberBegin(); it != m.MemberEnd(); ++it)
+        if (std::string_view(it->name.GetString()).starts_with("moe_rank_load_") && it->value.IsNumber()) {
+          rlo = std::min(rlo, it->value.GetDouble());
+          rhi = std::max(rhi, it->value.GetDouble());
+        }
+      if (std::isfinite(rlo)) {
+        std::snprintf(b, sizeof b, " | expert ranks: %.3f-%.3f", rlo, rhi);
+        s += b;
+      }
       if (m.HasMember("moe_dropped_fraction")) {
         std::snprintf(b, sizeof b, " | dropped: %.1f%%", 100.0 * num(m, "moe_dropped_fraction", 0));
         s += b;

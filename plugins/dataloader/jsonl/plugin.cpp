@@ -139,6 +139,17 @@ class JsonlLoader : public sdk::DataLoader {
 
   void reset() override { prefetch_->seek(Cursor{}); }
 
+  /// Data parallelism (ABI 1.8): this rank's batch of every `size`; the
+  /// others are planned (their windows chosen, the cursor moved) but never
+  /// copied. Streaming still reads and tokenizes them: the stream has no
+  /// index to jump by.
+  void set_data_shard(uint64_t rank, uint64_t size) override {
+    if (size < 1 || rank >= size)
+      throw Error(ZC_ERR_INVALID_ARGUMENT, "data (" + split_ + "): set_data_shard rank " + std::to_string(rank) +
+                                               " of " + std::to_string(size) + " (expected 0 <= rank < size)");
+    prefetch_->set_stride(rank, size);
+  }
+
   void stats(const sdk::MetricsSink& m) override {
     m.put("data_wait_ms", prefetch_->take_wait_ms());
     uint64_t bad = 0;

@@ -3,6 +3,8 @@
 #include <zcode/sdk/error.h>
 
 #include <chrono>
+#include <stdexcept>
+#include <string>
 
 namespace zcode::data {
 using sdk::Error;
@@ -25,10 +27,39 @@ Prefetcher::Prefetcher(BatchSource& source, PackSpec spec, int num_workers, int 
 
 Prefetcher::~Prefetcher() { stop(); }
 
+bool Prefetcher::plan_mine(BatchSlot& s) {
+  if (stride_size_ == 1) return source_.plan(s);
+  for (uint64_t q = 0; q < stride_rank_; ++q)
+    if (!source_.plan(*skip_)) return false;
+  if (!source_.plan(s)) return false;
+  for (uint64_t q = stride_rank_ + 1; q < stride_size_; ++q) {
+    if (!source_.plan(*skip_)) break;  // a finite split ended inside the group: this batch stands
+    s.after = skip_->after;            // the position after the whole group
+  }
+  return true;
+}
+
+void Prefetcher::set_stride(uint64_t rank, uint64_t size) {
+  if (size < 1 || rank >= size)
+    throw std::invalid_argument("data (" + split_ + "): shard rank " + std::to_string(rank) + " of " +
+                                std::to_string(size) + " (expected 0 <= rank < size)");
+  seek(consumed_);  // nothing planned under the old stride is handed out
+  stride_rank_ = rank;
+  stride_size_ = size;
+  if (size > 1 && !skip_) {
+    skip_ = std::make_unique<BatchSlot>();
+    const size_t cells = static_cast<size_t>(spec_.batch) * spec_.seq;
+    skip_->input.resize(cells);
+    skip_->target.resize(cells);
+    if (spec_.doc_ids) skip_->doc.resize(cells);
+    skip_->windows.resize(spec_.batch);
+  }
+}
+
 bool Prefetcher::plan_and_fill(BatchSlot& s) {
   s.error = nullptr;
   s.end = false;
-  if (!source_.plan(s)) return false;
+  if (!plan_mine(s)) return false;
   source_.fill(s);
   return true;
 }
@@ -81,7 +112,7 @@ void Prefetcher::worker() {
       s->error = nullptr;
       s->end = false;
       try {
-        planned = source_.plan(*s);
+        planned = plan_mine(*s);
       } catch (...) {
         s->error = std::current_exception();
       }

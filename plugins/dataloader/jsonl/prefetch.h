@@ -34,6 +34,13 @@ class Prefetcher {
   void seek(const Cursor& c);
   /// The cursor after the last batch next() returned.
   const Cursor& cursor() const { return consumed_; }
+  /// Data parallelism (zc_dataloader_table.set_data_shard): of every `size`
+  /// planned batches, hand out the one at `rank` and plan the others into a
+  /// scratch slot without filling them; a batch's cursor is the one after
+  /// its group. Stops the workers (a seek to the consumed cursor) so that
+  /// nothing planned before applies. Throws std::invalid_argument unless
+  /// 0 <= rank < size.
+  void set_stride(uint64_t rank, uint64_t size);
   /// Milliseconds next() spent blocked since the last take_wait_ms().
   double take_wait_ms();
 
@@ -42,6 +49,9 @@ class Prefetcher {
   void stop();
   void worker();
   bool plan_and_fill(BatchSlot& s);  // false at the end of a finite split
+  // source_.plan of the next batch this rank hands out (the stride's skips
+  // before and after it planned into skip_); under plan_mu_ when threaded.
+  bool plan_mine(BatchSlot& s);
 
   BatchSource& source_;
   PackSpec spec_;
@@ -54,6 +64,8 @@ class Prefetcher {
   BatchSlot* held_ = nullptr;
   bool ended_ = false;
   std::exception_ptr failed_;  // sticky error, cleared by seek()
+  uint64_t stride_rank_ = 0, stride_size_ = 1;
+  std::unique_ptr<BatchSlot> skip_;  // planned, never filled: the other ranks' batches
 
   // Threaded mode, guarded by mu_.
   std::mutex mu_;       // queue state below

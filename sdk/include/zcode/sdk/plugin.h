@@ -181,9 +181,16 @@ struct DataLoaderThunks {
   static zc_status* provenance_json(void* i, const char** out) {
     return guard([&] { *out = self(i)->provenance_json().c_str(); });
   }
+  static zc_status* set_data_shard(void* i, uint64_t rank, uint64_t size) {
+    return guard([&] { self(i)->set_data_shard(rank, size); });
+  }
   static constexpr zc_dataloader_table table = {
-      ZC_SDK_COMMON(T, zc_dataloader_table, ZC_KIND_DATALOADER, ZC_DATALOADER_TABLE_VERSION), &next_batch, &reset,
-      &stats, &provenance_json};
+      ZC_SDK_COMMON(T, zc_dataloader_table, ZC_KIND_DATALOADER, ZC_DATALOADER_TABLE_VERSION),
+      &next_batch,
+      &reset,
+      &stats,
+      &provenance_json,
+      &set_data_shard};
 };
 
 template <class T>

@@ -234,6 +234,12 @@ class DataLoader : public Stage {
   virtual void reset() = 0;
   virtual void stats(const MetricsSink&) {}
   virtual const std::string& provenance_json() const = 0;
+  /// zc_dataloader_table.set_data_shard (ABI 1.8): hand out batch `rank` of
+  /// every `size` of the stream, the position staying the whole stream's.
+  /// Default: unsupported (the host then reads every batch and keeps its share).
+  virtual void set_data_shard(uint64_t /*rank*/, uint64_t /*size*/) {
+    throw Error(ZC_ERR_UNSUPPORTED, "this data loader cannot read a share of the stream (set_data_shard)");
+  }
 };
 
 class Model : public Stage {
