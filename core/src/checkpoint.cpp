@@ -686,6 +686,7 @@ zc_status* StateWriterView::put_tensor(void* ctx, const char* name, const DLTens
   auto* v = static_cast<StateWriterView*>(ctx);
   try {
     if (!name || !t) return make_status(ZC_ERR_INVALID_ARGUMENT, "save_state: NULL tensor or name");
+    if (v->keep_ && !v->keep_(name)) return nullptr;  // not this writer's to keep
     v->tensors_->add(v->prefix_ + name, *t);
     if (v->pieces_) {
       Piece p;

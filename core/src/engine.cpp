@@ -505,10 +505,14 @@ int Engine::Impl::train(int profile_steps) {
     const bool wait = !leader() && !every_rank_evaluates;
     if (wait) c.pause_timeout(true);  // waiting for rank 0's evaluation
     uint32_t f = 0;
-    if (go && leader()) f = evaluate_and_emit(false);
-    else if (go) run_peer_evaluation();
+    if (go && leader()) {
+      f = evaluate_and_emit(false);
+    } else if (go) {
+      run_peer_evaluation();
+      c.pause_timeout(true);  // then wait for rank 0's EVAL_END callbacks, however long
+    }
     const uint32_t agreed = agree(c, f, false).flags;
-    if (wait) c.pause_timeout(false);
+    if (wait || (go && !leader())) c.pause_timeout(false);
     if (agreed & ZC_CALLBACK_REQUEST_STOP) {
       log::info("A callback asked to stop training at step 0");
       return kExitOk;
@@ -557,9 +561,10 @@ int Engine::Impl::train(int profile_steps) {
       loop.trace.span("evaluation", t0);
     } else if (eval_due && every_rank_evaluates) {
       run_peer_evaluation();
+      c.pause_timeout(true);  // rank 0's EVAL_END callbacks may take long: the wait for them does not count
     }
     const Agreement a = agree(c, flags, stop_requested());
-    if (wait) c.pause_timeout(false);
+    if (wait || (eval_due && every_rank_evaluates && !leader())) c.pause_timeout(false);
     flags = a.flags;
     if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
     if (loop.save_due(flags, a.stop || stop_requested_by_callback)) {
@@ -757,6 +762,11 @@ int Engine::run() {
                                   : ", each rank reading the whole stream and keeping its share (the loader "
                                     "cannot shard: no set_data_shard)"));
       }
+    });
+    // Expert parallelism's exchange of the ranks' tensor lists, in a phase of
+    // its own (a collective: every rank gets here, whatever failed above).
+    start_phase(comm, [&] { m.split_experts(); });
+    start_phase(comm, [&] {
       if (ck) {
         m.restore(*ck, false);
         log::info("Resumed from " + ck->dir.string() + " at step " + std::to_string(m.step));

@@ -107,7 +107,8 @@ struct Engine::Impl {
   std::unique_ptr<dist::ExpertSplit> experts;
   std::unique_ptr<dist::FlatLayout> expert_layout;
   dist::ShardPlan expert_plan;
-  bool expert_parallel() const { return cfg.distributed().expert_parallel > 1; }
+  // (A one-process command on an expert-parallel config runs every expert.)
+  bool expert_parallel() const { return cfg.distributed().expert_parallel > 1 && world_size() > 1; }
 
   // Loop state.
   uint64_t step = 0;  // optimizer steps done
@@ -144,6 +145,10 @@ struct Engine::Impl {
   void plan_shards();
   // The groups and collective service of a run (every rank, in order).
   void make_groups();
+  // Expert parallelism: `experts`, the dense `layout`/`plan` and the
+  // experts' (a collective of each expert group: a start phase of its own,
+  // so that every rank reaches it whatever failed before).
+  void split_experts();
   // Several ranks: the train loader hands each rank only its micro-batches
   // (zc_dataloader_table.set_data_shard), when it can (data_sharded).
   void shard_train_data();
@@ -183,9 +188,10 @@ struct Engine::Impl {
   // rank 0's so that the checkpoint holds every expert once.
   std::filesystem::path save_checkpoint(const OptimizerParts* parts = nullptr,
                                         const std::vector<std::pair<std::string, std::string>>* expert_parts = nullptr);
-  // Expert parallelism: this rank's expert tensors of the model's and the
-  // optimizer's state, gathered to rank 0 over the first expert group (a
-  // collective on ranks 0..K-1; the others return at once).
+  // Expert parallelism: each rank's expert tensors of the model's and the
+  // optimizer's state, gathered to rank 0 (gather_bytes) over the first
+  // expert group (a collective on ranks 0..K-1; the others return at once);
+  // rank 0 gets {model, optimizer} bytes of ranks 1..K-1.
   std::vector<std::pair<std::string, std::string>> gather_expert_state();
   // The checkpoint of every rank's step. The ranks hold the same weights and
   // data position (data parallel, replicated), so rank 0 writes them, as one

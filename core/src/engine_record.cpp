@@ -59,20 +59,20 @@ std::vector<std::pair<std::string, std::string>> Engine::Impl::gather_expert_sta
   dist::Communicator& group = groups->get(ZC_GROUP_EXPERT);
   // The first expert group (world ranks 0..K-1) holds every expert once.
   if (rank() >= group.size()) return {};
+  // Each rank's experts only (the dense tensors are rank 0's own), to rank 0
+  // only: the memory a rank adds is its own experts' bytes, rank 0's the
+  // group's (what the checkpoint file holds anyway).
   auto own_experts = [&](const StageInstance& st, const char* key) -> std::string {
     if (leader() || !st) return {};
-    sdk::safetensors::Writer all, kept;
-    ckpt::StateWriterView w(&all, "", key);
+    sdk::safetensors::Writer kept;
+    ckpt::StateWriterView w(&kept, "", key);
+    w.keep_only([this](std::string_view n) { return experts->is_local_expert(n); });
     check_plugin_call(*st.component(), "save_state", st.component()->base()->save_state(st.get(), w.get()));
-    const std::vector<uint8_t> bytes = all.serialize();
-    const sdk::safetensors::Reader r(std::span<const uint8_t>(bytes.data(), bytes.size()), key);
-    for (const auto& t : r.tensors())
-      if (experts->is_local_expert(t.name)) kept.add(t.name, t.dtype.c_str(), t.shape, t.data, t.nbytes);
     const std::vector<uint8_t> out = kept.serialize();
     return std::string(out.begin(), out.end());
   };
-  const std::vector<std::string> m = group.allgather_bytes(own_experts(model, "model"));
-  const std::vector<std::string> o = group.allgather_bytes(own_experts(optimizer, "optimizer"));
+  const std::vector<std::string> m = group.gather_bytes(own_experts(model, "model"), 0);
+  const std::vector<std::string> o = group.gather_bytes(own_experts(optimizer, "optimizer"), 0);
   std::vector<std::pair<std::string, std::string>> out;
   if (leader())
     for (size_t q = 1; q < m.size(); ++q) out.emplace_back(m[q], o[q]);

@@ -127,6 +127,22 @@ void Engine::Impl::create_core_stages(bool training) {
                              {.tokenizer = tokenizer.ref(), .model = model.ref()}));
 }
 
+void Engine::Impl::split_experts() {
+  if (!expert_parallel()) return;
+  zc_param_list params{};
+  check_plugin_call(*model.component(), "params",
+                    model.component()->as<zc_model_table>()->params(model.get(), &params));
+  // The dense tensors are summed over the world, the experts over the ranks
+  // that hold the same experts (ZeRO-1 is refused with expert parallelism
+  // by validation).
+  experts = std::make_unique<dist::ExpertSplit>(params, groups->get(ZC_GROUP_EXPERT));
+  layout = std::make_unique<dist::FlatLayout>(experts->dense());
+  plan = dist::plan_shards(*layout, world_size(), std::vector<int64_t>(experts->dense().count, 1));
+  expert_layout = std::make_unique<dist::FlatLayout>(experts->experts());
+  const dist::Communicator& ed = groups->get(ZC_GROUP_EXPERT_DATA);
+  expert_plan = dist::plan_shards(*expert_layout, ed.size(), std::vector<int64_t>(experts->experts().count, 1));
+}
+
 void Engine::Impl::shard_train_data() {
   data_sharded = false;
   if (world_size() == 1) return;
@@ -155,18 +171,7 @@ void Engine::Impl::plan_shards() {
   zc_param_list params{};
   check_plugin_call(*model.component(), "params",
                     model.component()->as<zc_model_table>()->params(model.get(), &params));
-  if (expert_parallel()) {
-    // The dense tensors are summed over the world, the experts over the
-    // ranks that hold the same experts (ZeRO-1 is refused with expert
-    // parallelism by validation).
-    experts = std::make_unique<dist::ExpertSplit>(params, groups->get(ZC_GROUP_EXPERT));
-    layout = std::make_unique<dist::FlatLayout>(experts->dense());
-    plan = dist::plan_shards(*layout, world_size(), std::vector<int64_t>(experts->dense().count, 1));
-    expert_layout = std::make_unique<dist::FlatLayout>(experts->experts());
-    const dist::Communicator& ed = groups->get(ZC_GROUP_EXPERT_DATA);
-    expert_plan = dist::plan_shards(*expert_layout, ed.size(), std::vector<int64_t>(experts->experts().count, 1));
-    return;
-  }
+  if (expert_parallel()) return;  // split_experts(), in a start phase of its own
   layout = std::make_unique<dist::FlatLayout>(params);
   std::vector<int64_t> multiples(params.count, 1);
   if (zero()) {

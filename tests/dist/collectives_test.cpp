@@ -110,6 +110,15 @@ TEST(Collectives, BytesAndBarrier) {
   ASSERT_EQ(all.size(), static_cast<size_t>(n));
   for (int q = 0; q < n; ++q)
     EXPECT_EQ(all[static_cast<size_t>(q)], std::string(static_cast<size_t>(q), 'x') + std::to_string(q));
+  // To one rank only (the last), each rank's bytes in rank order; nothing elsewhere.
+  const auto at_root = c.gather_bytes(std::string(static_cast<size_t>(r + 1), 'g') + std::to_string(r), n - 1);
+  if (r == n - 1) {
+    ASSERT_EQ(at_root.size(), static_cast<size_t>(n));
+    for (int q = 0; q < n; ++q)
+      EXPECT_EQ(at_root[static_cast<size_t>(q)], std::string(static_cast<size_t>(q + 1), 'g') + std::to_string(q));
+  } else {
+    EXPECT_TRUE(at_root.empty());
+  }
   std::string b = r == 1 ? std::string("from rank 1\0tail", 16) : std::string();
   c.broadcast_bytes(b, 1);
   EXPECT_EQ(b, std::string("from rank 1\0tail", 16));

@@ -33,17 +33,25 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
   const size_t n = params.count;
   dense_of_.assign(n, -1);
   flags_.resize(n);
-  std::vector<int64_t> desc;  // per tensor: numel, negated for an expert
-  std::string names;          // this rank's expert names, '\n'-separated
+  // Per tensor: kExpert or kDense, then numel. A problem found here is
+  // raised only after the exchange below, which every group rank must reach.
+  constexpr int64_t kDense = 0, kExpert = 1;
+  std::vector<int64_t> desc;
+  std::string names;  // this rank's expert names, '\n'-separated
+  std::string problem;
   for (size_t i = 0; i < n; ++i) {
     const zc_param& p = params.params[i];
     const DLTensor* g = p.grad;
-    if (!g || g->device.device_type != kDLCPU || g->dtype.code != kDLFloat || g->dtype.bits != 32)
-      throw std::invalid_argument(std::string("expert parallelism: gradient of '") + (p.name ? p.name : "?") +
-                                  "' is not a float32 CPU tensor");
+    if (!g || g->device.device_type != kDLCPU || g->dtype.code != kDLFloat || g->dtype.bits != 32) {
+      if (problem.empty())
+        problem = std::string("expert parallelism: gradient of '") + (p.name ? p.name : "?") +
+                  "' is not a float32 CPU tensor";
+      desc.insert(desc.end(), {kDense, 0});
+      continue;
+    }
     flags_[i] = p.flags;
     const bool expert = (p.flags & ZC_PARAM_EXPERT) != 0;
-    desc.push_back(expert ? -numel(*g) : numel(*g));
+    desc.insert(desc.end(), {expert ? kExpert : kDense, numel(*g)});
     if (expert) {
       expert_.push_back(p);
       local_names_.insert(p.name ? p.name : "");
@@ -53,16 +61,17 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
       dense_.push_back(p);
     }
   }
-  if (expert_.empty())
-    throw std::invalid_argument(
-        "distributed.expert_parallel > 1: the model lists no expert tensor (ZC_PARAM_EXPERT) on rank " +
-        std::to_string(group_.rank()) + " of its expert group; expert parallelism needs a mixture-of-experts model");
+  if (problem.empty() && expert_.empty())
+    problem = "distributed.expert_parallel > 1: the model lists no expert tensor (ZC_PARAM_EXPERT) on rank " +
+              std::to_string(group_.rank()) +
+              " of its expert group; expert parallelism needs a mixture-of-experts model";
   dense_list_ = zc_param_list{dense_.data(), dense_.size()};
   expert_list_ = zc_param_list{expert_.data(), expert_.size()};
 
   // Every group rank's list and expert names (once, at setup).
   const std::vector<std::string> all_desc = group_.allgather_bytes(to_bytes(desc));
   const std::vector<std::string> all_names = group_.allgather_bytes(names);
+  if (!problem.empty()) throw std::invalid_argument(problem);
   const int K = group_.size(), me = group_.rank();
   for (int q = 0; q < K; ++q) {
     if (q == me) continue;
@@ -70,13 +79,27 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
     for (size_t a = 0, b; a < s.size(); a = b + 1) {
       b = s.find('\n', a);
       if (b == std::string::npos) b = s.size();
-      foreign_names_.insert(s.substr(a, b - a));
+      const std::string name = s.substr(a, b - a);
+      // A model that ignores the expert group would hold every expert on
+      // every rank: summed nowhere, counted K times in the norm, hidden from
+      // its own load_state. Refuse it.
+      if (local_names_.count(name))
+        throw std::invalid_argument("expert parallelism: expert tensor '" + name + "' is held by rank " +
+                                    std::to_string(q) + " and rank " + std::to_string(me) +
+                                    " of an expert group (each expert must live on one rank of its group: does the "
+                                    "model read ZC_GROUP_EXPERT?)");
+      foreign_names_.insert(name);
     }
   }
   // Dense tensors: the same number and sizes on every rank. Segments of
-  // expert tensors between them, merged rank by rank.
+  // expert tensors between them, merged rank by rank. Below, a list entry
+  // is numel for a dense tensor and -1 - numel for an expert.
   std::vector<std::vector<int64_t>> lists(static_cast<size_t>(K));
-  for (int q = 0; q < K; ++q) lists[static_cast<size_t>(q)] = from_bytes(all_desc[static_cast<size_t>(q)]);
+  for (int q = 0; q < K; ++q) {
+    const std::vector<int64_t> d = from_bytes(all_desc[static_cast<size_t>(q)]);
+    for (size_t i = 0; i + 1 < d.size(); i += 2)
+      lists[static_cast<size_t>(q)].push_back(d[i] == kExpert ? -1 - d[i + 1] : d[i + 1]);
+  }
   auto dense_sizes = [](const std::vector<int64_t>& l) {
     std::vector<int64_t> d;
     for (int64_t v : l)
@@ -94,7 +117,7 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
   std::vector<size_t> first_block(static_cast<size_t>(K), 0);
   for (int q = 0; q < K; ++q) {
     for (int64_t v : lists[static_cast<size_t>(q)])
-      if (v < 0) partial_counts_[static_cast<size_t>(q)] += static_cast<size_t>(kernels::sum_blocks(-v));
+      if (v < 0) partial_counts_[static_cast<size_t>(q)] += static_cast<size_t>(kernels::sum_blocks(-1 - v));
     if (q > 0) first_block[static_cast<size_t>(q)] = first_block[static_cast<size_t>(q) - 1] + partial_counts_[q - 1];
   }
   std::vector<size_t> block_at = first_block;  // next expert partial of each rank
@@ -104,7 +127,7 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
       const auto& l = lists[static_cast<size_t>(q)];
       size_t& c = cursor[static_cast<size_t>(q)];
       for (; c < l.size() && l[c] < 0; ++c) {
-        const size_t blocks = static_cast<size_t>(kernels::sum_blocks(-l[c]));
+        const size_t blocks = static_cast<size_t>(kernels::sum_blocks(-1 - l[c]));
         order_.push_back(-1 - static_cast<int64_t>(expert_block_.size()));
         expert_block_.push_back(block_at[static_cast<size_t>(q)]);
         expert_blocks_n_.push_back(blocks);

@@ -206,6 +206,28 @@ class MpiCommunicator final : public Communicator {
     for (size_t q = 0; q < sizes.size(); ++q) out[q] = all.substr(static_cast<size_t>(d[q]), static_cast<size_t>(c[q]));
     return out;
   }
+  std::vector<std::string> gather_bytes(const std::string& mine, int root) override {
+    Watchdog::Busy busy(watch_.get(), "MPI_Gatherv");
+    int64_t n = static_cast<int64_t>(mine.size());
+    std::vector<int64_t> sizes(static_cast<size_t>(size_));
+    check(MPI_Gather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, root, comm_), "MPI_Gather");
+    std::vector<int> c(sizes.size()), d(sizes.size());
+    size_t total = 0;
+    if (rank_ == root)
+      for (size_t q = 0; q < sizes.size(); ++q) {
+        c[q] = as_int(static_cast<size_t>(sizes[q]), "MPI_Gatherv");
+        d[q] = as_int(total, "MPI_Gatherv");
+        total += static_cast<size_t>(sizes[q]);
+      }
+    std::string all(total, '\0');
+    check(MPI_Gatherv(mine.data(), as_int(mine.size(), "MPI_Gatherv"), MPI_CHAR, all.data(), c.data(), d.data(),
+                      MPI_CHAR, root, comm_),
+          "MPI_Gatherv");
+    if (rank_ != root) return {};
+    std::vector<std::string> out(sizes.size());
+    for (size_t q = 0; q < sizes.size(); ++q) out[q] = all.substr(static_cast<size_t>(d[q]), static_cast<size_t>(c[q]));
+    return out;
+  }
   void broadcast_bytes(std::string& bytes, int root) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Bcast");
     int64_t n = static_cast<int64_t>(bytes.size());

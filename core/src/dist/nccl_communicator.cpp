@@ -150,6 +150,9 @@ class NcclCommunicator final : public Communicator {
   }
   void broadcast(void* data, size_t n, DType t, int root) override { finish(ibroadcast(data, n, t, root)); }
   std::vector<std::string> allgather_bytes(const std::string& mine) override { return host_.allgather_bytes(mine); }
+  std::vector<std::string> gather_bytes(const std::string& mine, int root) override {
+    return host_.gather_bytes(mine, root);
+  }
   void broadcast_bytes(std::string& bytes, int root) override { host_.broadcast_bytes(bytes, root); }
   void barrier() override {
     // A one-element all-reduce on the GPU (the queue of NCCL work drains),

@@ -1715,16 +1715,18 @@ void Model<T>::decode_extend(DecodeSession* s, int n, const int32_t* tokens, flo
   const int per = std::max(1, std::min(n, kExtendRows / B));
   const int rows = per * B;
   if (rows > s->extend_rows) {  // grown once per session, before any position is written
-    const size_t h2 = std::max<size_t>(size_t(c.rotary_dims() / 2), 1);
-    auto ws = std::make_unique<Workspace>();
-    ws->plan(c, rows, 1, false, s->threads, nullptr);
-    ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(ws->bytes));
-    if (!ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_extend: out of memory");
-    ws->plan(c, rows, 1, false, s->threads, ws->mem);
-    s->ws = std::move(ws);
-    s->pos_of.assign(size_t(rows), 0);
-    s->rope_cos.assign(size_t(rows) * h2, T(0));
-    s->rope_sin.assign(size_t(rows) * h2, T(0));
+    if (rows > s->batch) {      // (decode_begin sized these for `batch` rows)
+      const size_t h2 = std::max<size_t>(size_t(c.rotary_dims() / 2), 1);
+      auto ws = std::make_unique<Workspace>();
+      ws->plan(c, rows, 1, false, s->threads, nullptr);
+      ws->mem = static_cast<std::byte*>(zcode::kernels::alloc_large(ws->bytes));
+      if (!ws->mem) throw Error(ZC_ERR_OUT_OF_MEMORY, "decode_extend: out of memory");
+      ws->plan(c, rows, 1, false, s->threads, ws->mem);
+      s->ws = std::move(ws);
+      s->pos_of.assign(size_t(rows), 0);
+      s->rope_cos.assign(size_t(rows) * h2, T(0));
+      s->rope_sin.assign(size_t(rows) * h2, T(0));
+    }
     s->hrows.assign(size_t(rows) * size_t(c.d_model), T(0));
     s->ext_slot.assign(size_t(rows), 0);
     s->ext_tok.assign(size_t(rows), 0);

@@ -325,6 +325,10 @@ class StateWriterView {
   const zc_state_writer* get() const { return &writer_; }
   /// What put_json gave; nullopt when the stage did not call it.
   const std::optional<std::string>& json() const { return json_; }
+  /// Keeps only the whole tensors (put_tensor) for which keep(name) is
+  /// true and drops the others unread (under expert parallelism a rank
+  /// sends rank 0 its experts only). Not with `pieces`.
+  void keep_only(std::function<bool(std::string_view)> keep) { keep_ = std::move(keep); }
 
  private:
   static zc_status* put_tensor(void* ctx, const char* name, const DLTensor* t);
@@ -335,6 +339,7 @@ class StateWriterView {
   std::string prefix_, stage_;
   std::vector<Piece>* pieces_;
   std::optional<std::string> json_;
+  std::function<bool(std::string_view)> keep_;
   zc_state_writer writer_{};
 };
 

@@ -95,6 +95,9 @@ class Communicator {
   virtual void broadcast(void* data, size_t n, DType t, int root) = 0;
   /// Every rank's bytes, in rank order.
   virtual std::vector<std::string> allgather_bytes(const std::string& mine) = 0;
+  /// Every rank's bytes to `root`, in rank order (empty elsewhere): what only
+  /// one rank needs, without a copy on every rank.
+  virtual std::vector<std::string> gather_bytes(const std::string& mine, int root) = 0;
   /// Root's bytes to every rank.
   virtual void broadcast_bytes(std::string& bytes, int root) = 0;
   virtual void barrier() = 0;
