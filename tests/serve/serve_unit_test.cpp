@@ -84,6 +84,27 @@ TEST(TextStreamTest, FinishReleasesAHeldStopPrefix) {
   EXPECT_FALSE(ts.stopped());
 }
 
+// A long completion: the stop search looks only near what was sent, and
+// still finds a stop string split over two tokens after 20,000 bytes, and
+// one that the first pieces already begin (held until it resolves).
+TEST(TextStreamTest, StopStringsAfterALongTextAreFoundNearTheEnd) {
+  TextStream ts({"<END>", "xyz"});
+  bool stop = false;
+  std::string full, sent;
+  for (int i = 0; i < 10000; ++i) {
+    full += "ab";
+    sent += ts.push(full, &stop);
+    ASSERT_FALSE(stop);
+  }
+  EXPECT_EQ(sent, full);
+  full += "c<E";
+  EXPECT_EQ(ts.push(full, &stop), "c");  // "<E" held: it may begin "<END>"
+  full += "ND>tail";
+  EXPECT_EQ(ts.push(full, &stop), "");
+  EXPECT_TRUE(stop);
+  EXPECT_EQ(ts.text(), full.substr(0, 20000) + "c");
+}
+
 constexpr int64_t kVocab = 1000;  // the vocabulary logit_bias's ids are checked against
 
 std::string parse_error(const std::string& body, bool chat = false) {

@@ -289,6 +289,7 @@ namespace {
 
 struct Choice {
   std::vector<int32_t> ids;
+  std::string full;  // the text of `ids`, grown token by token (ChoiceSink::on_token)
   TextStream text;
   std::vector<TokenEvent> lp;        // tokens' log-probabilities (when asked)
   std::vector<std::string> lp_text;  // each token's own text
@@ -412,12 +413,21 @@ class ChoiceSink : public SequenceSink {
  public:
   ChoiceSink(std::shared_ptr<Call> call, size_t index) : call_(std::move(call)), i_(index) {}
 
+  // The text of the ids so far grows by the new token's part: the decode of
+  // the last kContext ids and the new one, less the decode of those
+  // kContext ids (the same window start on both sides, so a tokenizer that
+  // treats the first piece of a decode specially treats both alike). Where
+  // the shorter decode is not a prefix of the longer (a tokenizer whose
+  // decode is not piecewise), everything is decoded again. Per token that
+  // is O(kContext), not O(ids): a long completion stays linear.
+  static constexpr size_t kContext = 6;
+
   bool on_token(const TokenEvent& t) override {
     Call& k = *call_;
     Server::Impl& srv = *k.srv;
     const auto now = Clock::now();
-    std::string full;
-    std::vector<int32_t> ids;
+    int32_t window[kContext + 1];
+    size_t w = 0;
     {
       std::lock_guard<std::mutex> lk(k.m);
       Choice& c = k.choices[i_];
@@ -425,15 +435,29 @@ class ChoiceSink : public SequenceSink {
       else srv.metrics_itl(std::chrono::duration<double>(now - c.last_token).count());
       c.last_token = now;
       c.ids.push_back(t.id);
-      ids = c.ids;
+      const size_t from = c.ids.size() > kContext + 1 ? c.ids.size() - kContext - 1 : 0;
+      for (size_t i = from; i < c.ids.size(); ++i) window[w++] = c.ids[i];
       ++k.completion_tokens;
     }
-    full = srv.decode(ids);
+    const std::string before = srv.decode(std::span<const int32_t>(window, w - 1));
+    const std::string after = srv.decode(std::span<const int32_t>(window, w));
+    const bool piecewise = after.compare(0, before.size(), before) == 0;
+    std::string all;  // (only when the decode is not piecewise)
+    if (!piecewise) {
+      std::vector<int32_t> ids;
+      {
+        std::lock_guard<std::mutex> lk(k.m);
+        ids = k.choices[i_].ids;
+      }
+      all = srv.decode(ids);
+    }
     const std::string tok_text = k.req.logprobs >= 0 ? srv.decode_one(t.id) : std::string();
     bool stopped = false;
     std::lock_guard<std::mutex> lk(k.m);
     Choice& c = k.choices[i_];
-    const std::string piece = c.text.push(full, &stopped);
+    if (piecewise) c.full.append(after, before.size(), std::string::npos);
+    else c.full = std::move(all);
+    const std::string piece = c.text.push(c.full, &stopped);
     if (k.req.logprobs >= 0) {
       c.lp.push_back(t);
       c.lp_text.push_back(tok_text);

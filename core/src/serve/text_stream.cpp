@@ -79,7 +79,14 @@ std::string TextStream::push(std::string_view full, bool* stopped) {
     return {};
   }
   size_t safe = full.size();
-  const size_t at = first_stop(full, stop_);
+  // A stop string cannot start more than its length before what was sent
+  // (the tail that could begin one is held, below): search from there, so
+  // a token costs O(new text), not O(all text).
+  size_t longest = 0;
+  for (const auto& s : stop_) longest = std::max(longest, s.size());
+  const size_t from = sent_bytes_ > longest ? sent_bytes_ - longest : 0;
+  size_t at = first_stop(full.substr(from), stop_);
+  if (at != std::string_view::npos) at += from;
   if (at != std::string_view::npos) {
     safe = at;
     stopped_ = true;
