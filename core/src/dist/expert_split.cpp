@@ -1,6 +1,7 @@
 // expert_split.cpp: see zcode/core/dist/expert_split.h.
 #include <zcode/core/dist/expert_split.h>
 #include <zcode/core/train_step.h>
+#include <zcode/sdk/host.h>
 
 #include <zcode/kernels/block_sum.h>
 
@@ -10,12 +11,6 @@
 
 namespace zcode::dist {
 namespace {
-
-int64_t numel(const DLTensor& t) {
-  int64_t n = 1;
-  for (int32_t i = 0; i < t.ndim; ++i) n *= t.shape[i];
-  return n;
-}
 
 std::string to_bytes(const std::vector<int64_t>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
@@ -51,7 +46,7 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
     }
     flags_[i] = p.flags;
     const bool expert = (p.flags & ZC_PARAM_EXPERT) != 0;
-    desc.insert(desc.end(), {expert ? kExpert : kDense, numel(*g)});
+    desc.insert(desc.end(), {expert ? kExpert : kDense, sdk::numel(*g)});
     if (expert) {
       expert_.push_back(p);
       local_names_.insert(p.name ? p.name : "");
@@ -144,7 +139,7 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
   size_t dense_blocks = 0;
   for (const zc_param& p : dense_) {
     dense_block_.push_back(dense_blocks);
-    dense_blocks += static_cast<size_t>(kernels::sum_blocks(numel(*p.grad)));
+    dense_blocks += static_cast<size_t>(kernels::sum_blocks(sdk::numel(*p.grad)));
   }
   dense_partials_.reserve(dense_blocks);
 }
@@ -152,7 +147,7 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
 void ExpertSplit::zero_dense_grads() const {
   for (const zc_param& p : dense_) {
     const DLTensor* g = p.grad;
-    std::memset(static_cast<char*>(g->data) + g->byte_offset, 0, sizeof(float) * static_cast<size_t>(numel(*g)));
+    std::memset(static_cast<char*>(g->data) + g->byte_offset, 0, sizeof(float) * static_cast<size_t>(sdk::numel(*g)));
   }
 }
 

@@ -78,27 +78,20 @@ uint32_t Console::on_event(const zc_event& e) {
           num(m, "lr", NAN), num(m, "grad_norm", NAN), num(m, "tokens_per_s", 0),
           100.0 * num(m, "data_wait_fraction", 0));
       std::string s(b, static_cast<size_t>(n));
-      double lo = INFINITY, hi = -INFINITY;
-      for (auto it = m.MemberBegin(); it != m.MemberEnd(); ++it)
-        if (std::string_view(it->name.GetString()).starts_with("moe_load_") && it->value.IsNumber()) {
-          lo = std::min(lo, it->value.GetDouble());
-          hi = std::max(hi, it->value.GetDouble());
-        }
-      if (std::isfinite(lo)) {
-        std::snprintf(b, sizeof b, " | moe_load: %.3f-%.3f", lo, hi);
+      // min-max of the numbers whose key starts with `prefix`, as " | label: lo-hi".
+      auto range = [&](std::string_view prefix, const char* label) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (auto it = m.MemberBegin(); it != m.MemberEnd(); ++it)
+          if (std::string_view(it->name.GetString()).starts_with(prefix) && it->value.IsNumber()) {
+            lo = std::min(lo, it->value.GetDouble());
+            hi = std::max(hi, it->value.GetDouble());
+          }
+        if (!std::isfinite(lo)) return;
+        std::snprintf(b, sizeof b, " | %s: %.3f-%.3f", label, lo, hi);
         s += b;
-      }
-      // Expert parallelism: the experts' load per expert-group rank (min-max).
-      double rlo = INFINITY, rhi = -INFINITY;
-      for (auto it = m.MemberBegin(); it != m.MemberEnd(); ++it)
-        if (std::string_view(it->name.GetString()).starts_with("moe_rank_load_") && it->value.IsNumber()) {
-          rlo = std::min(rlo, it->value.GetDouble());
-          rhi = std::max(rhi, it->value.GetDouble());
-        }
-      if (std::isfinite(rlo)) {
-        std::snprintf(b, sizeof b, " | expert ranks: %.3f-%.3f", rlo, rhi);
-        s += b;
-      }
+      };
+      range("moe_load_", "moe_load");
+      range("moe_rank_load_", "expert ranks");  // expert parallelism: each expert-group rank's experts
       if (m.HasMember("moe_dropped_fraction")) {
         std::snprintf(b, sizeof b, " | dropped: %.1f%%", 100.0 * num(m, "moe_dropped_fraction", 0));
         s += b;
