@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 namespace zcode {
 
@@ -49,6 +50,12 @@ std::string engine_detail::metrics_json(const std::vector<std::pair<std::string,
 }
 
 std::vector<std::pair<std::string, double>> Engine::Impl::run_evaluation(const std::string& split) {
+  // Under expert parallelism every rank's evaluators run the same batches
+  // through a collective forward: none may stop early on its own (a signal
+  // reaches the ranks at different moments). The loop acts on a stop once
+  // the ranks agree, after the evaluation.
+  std::optional<StopDeferral> together;
+  if (expert_parallel()) together.emplace();
   const StageInstance& data = eval_data(split);
   MapSink sink;
   for (auto& [name, ev] : evaluators) {

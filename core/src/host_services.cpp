@@ -22,11 +22,15 @@ namespace zcode {
 namespace {
 std::atomic<int> g_stop{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the stop flag is set from a signal handler");
+std::atomic<int> g_stop_deferred{0};  // live StopDeferral scopes
 }  // namespace
 
 void request_stop() noexcept { g_stop.store(1, std::memory_order_relaxed); }
 bool stop_requested() noexcept { return g_stop.load(std::memory_order_relaxed) != 0; }
 void clear_stop_request() noexcept { g_stop.store(0, std::memory_order_relaxed); }
+
+StopDeferral::StopDeferral() noexcept { g_stop_deferred.fetch_add(1, std::memory_order_relaxed); }
+StopDeferral::~StopDeferral() { g_stop_deferred.fetch_sub(1, std::memory_order_relaxed); }
 
 namespace {
 // Out of memory while reporting an error: make_status hands out this static
@@ -119,7 +123,9 @@ uint64_t svc_derive_seed_impl(const zc_host_services* s, const char* name) {
   return sdk::derive_seed(s ? s->seed : 0, name ? std::string_view(name) : std::string_view());
 }
 
-int32_t svc_stop_requested(void*) { return stop_requested() ? 1 : 0; }
+int32_t svc_stop_requested(void*) {
+  return stop_requested() && g_stop_deferred.load(std::memory_order_relaxed) == 0 ? 1 : 0;
+}
 zc_status_code svc_status_code(void*, const zc_status* s) { return status_code(s); }
 const char* svc_status_message(void*, const zc_status* s) { return status_message(s); }
 void svc_status_release(void*, zc_status* s) { status_release(s); }

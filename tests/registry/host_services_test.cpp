@@ -98,6 +98,20 @@ TEST(HostServices, StopFlag) {
   EXPECT_TRUE(zcode::stop_requested());
   zcode::clear_stop_request();
   EXPECT_EQ(s->stop_requested(s->host_ctx), 0);
+  // Deferred (an evaluation every rank must finish): plugins see no stop
+  // while a StopDeferral lives, nested or not; the host still does.
+  zcode::request_stop();
+  {
+    zcode::StopDeferral outer;
+    {
+      zcode::StopDeferral inner;
+      EXPECT_EQ(s->stop_requested(s->host_ctx), 0);
+    }
+    EXPECT_EQ(s->stop_requested(s->host_ctx), 0);
+    EXPECT_TRUE(zcode::stop_requested());
+  }
+  EXPECT_EQ(s->stop_requested(s->host_ctx), 1);
+  zcode::clear_stop_request();
 }
 
 TEST(HostServices, LogServiceNamesTheComponent) {

@@ -29,6 +29,20 @@ bool stop_requested() noexcept;
 /// Clears the flag (tests; a tool that runs several jobs in one process).
 void clear_stop_request() noexcept;
 
+/// While one lives, plugins see no stop request (zc_host_services.
+/// stop_requested answers 0) while the host's own stop_requested() still
+/// does: for work every rank must finish together, such as an evaluation
+/// whose forward is a collective (expert parallelism), where one rank
+/// cancelling early would leave the others in a collective. The host acts
+/// on the request after the work, as all ranks agree. Nests; one thread.
+class StopDeferral {
+ public:
+  StopDeferral() noexcept;
+  ~StopDeferral();
+  StopDeferral(const StopDeferral&) = delete;
+  StopDeferral& operator=(const StopDeferral&) = delete;
+};
+
 // ---- status ------------------------------------------------------------------
 
 /// Creates a status (code != ZC_OK) with a copy of `message`. Never NULL.
