@@ -425,7 +425,8 @@ TEST(SamplingReference, MatchesPython) {
 }
 
 // argmax against a strict left-to-right scan (ties: the lowest id; a NaN never
-// wins, and NaN everywhere gives 0), on lengths around its 16-lane blocks.
+// wins, -inf counts as a value, and NaN everywhere gives 0), on lengths around
+// its 16-lane blocks.
 TEST(Argmax, EqualsAStrictScan) {
   std::mt19937 rng(9);
   for (int64_t n : {1, 5, 15, 16, 17, 31, 32, 33, 50257}) {
@@ -434,6 +435,10 @@ TEST(Argmax, EqualsAStrictScan) {
       for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 7)) - 3.f;  // many ties
       if (rep % 3 == 1) x[rng() % x.size()] = std::numeric_limits<float>::quiet_NaN();
       if (rep % 5 == 2) x[0] = std::numeric_limits<float>::quiet_NaN();
+      if (rep % 7 == 3)  // only NaN and -inf: the first -inf is the scan's answer
+        for (auto& v : x)
+          v = rng() % 2 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity();
+      if (rep == 19) std::fill(x.begin(), x.end(), std::numeric_limits<float>::quiet_NaN());
       int64_t best = 0;  // the strict scan, from the first value that is not NaN
       while (best + 1 < n && std::isnan(x[static_cast<size_t>(best)])) ++best;
       for (int64_t i = best + 1; i < n; ++i)
