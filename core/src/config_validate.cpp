@@ -550,8 +550,9 @@ void cross_field(const Lookup& r, const Lookup& raw, const std::vector<ConfigErr
         if (t && t->IsString() && fold(t->GetString()) == "samples" && !(on && on->IsBool() && !on->GetBool()))
           e.push_back({join_index("callbacks", i) + ".type",
                        "'samples' generates text, which needs every expert in one process, but " + ks +
-                           " splits them over ranks; remove it (generate from the checkpoint afterwards: "
-                           "zcode-host generate --checkpoint ...)"});
+                           " splits them over ranks; remove it or set " + join_index("callbacks", i) +
+                           ".enabled: false (generate from the checkpoint afterwards: zcode-host generate "
+                           "--checkpoint ...)"});
       }
     if (const JsonValue* ev = r.get("evaluation.plugins"); ev && ev->IsArray())
       for (rapidjson::SizeType i = 0; i < ev->Size(); ++i)

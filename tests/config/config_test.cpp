@@ -606,8 +606,8 @@ TEST(Validate, NotImplementedOptionsAreErrors) {
                    "ranks) is not implemented yet; use zero_stage 0 with expert parallelism"}));
   EXPECT_EQ(errs("hardware:\n  devices: 2\ndistributed:\n  expert_parallel: 2\ncallbacks:\n  - type: samples\n"),
             (Lines{"callbacks[0].type: 'samples' generates text, which needs every expert in one process, but "
-                   "distributed.expert_parallel = 2 splits them over ranks; remove it (generate from the checkpoint "
-                   "afterwards: zcode-host generate --checkpoint ...)"}));
+                   "distributed.expert_parallel = 2 splits them over ranks; remove it or set callbacks[0].enabled: "
+                   "false (generate from the checkpoint afterwards: zcode-host generate --checkpoint ...)"}));
   EXPECT_EQ(errs("training:\n  precision: bf16\n"),
             (Lines{"training.precision: 'bf16' needs the CUDA backend, which is not implemented yet; use fp32"}));
   EXPECT_EQ(errs("logging:\n  wandb: true\n  tensorboard: true\n"),
