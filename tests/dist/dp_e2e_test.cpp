@@ -437,11 +437,13 @@ TEST_F(DataParallel, ZeroOneEqualsOneUnshardedProcess) {
 // one process with gradient_accumulation x 2, to the bit: losses, val
 // losses (every rank evaluates, the experts' forward being a collective),
 // and every tensor of the checkpoint, which holds all 4 experts and their
-// optimizer state once. Capacity 1.0 drops assignments; a shared expert.
+// optimizer state once (AdamW; LAMB's and Adafactor's per-tensor statistics
+// over a rank's whole experts). Capacity 1.0 drops assignments; a shared
+// expert.
 const char* kExpertModel = ", capacity_factor: 1.0, moe_shared_experts: 1";
 
 TEST_F(DataParallel, ExpertParallelEqualsOneProcess) {
-  for (const std::string opt : {"AdamW", "LAMB"}) {
+  for (const std::string opt : {"AdamW", "LAMB", "Adafactor"}) {
     SCOPED_TRACE(opt);
     const Layout one{0, 4}, ep{2, 2, false, false, 2};
     ASSERT_EQ(run(one, write_config("one_" + opt, one, 8, true, opt, kExpertModel), "one_" + opt + ".log"), 0)
