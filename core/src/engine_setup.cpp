@@ -168,10 +168,10 @@ void Engine::Impl::make_groups() {
 
 void Engine::Impl::plan_shards() {
   if (!zero() && world_size() == 1 && !cfg.training().deterministic) return;  // nothing moves between ranks
+  if (expert_parallel()) return;  // split_experts(), in a start phase of its own
   zc_param_list params{};
   check_plugin_call(*model.component(), "params",
                     model.component()->as<zc_model_table>()->params(model.get(), &params));
-  if (expert_parallel()) return;  // split_experts(), in a start phase of its own
   layout = std::make_unique<dist::FlatLayout>(params);
   std::vector<int64_t> multiples(params.count, 1);
   if (zero()) {

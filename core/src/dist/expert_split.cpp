@@ -27,10 +27,9 @@ std::vector<int64_t> from_bytes(const std::string& s) {
 ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group) : group_(expert_group) {
   const size_t n = params.count;
   dense_of_.assign(n, -1);
-  flags_.resize(n);
-  // Per tensor: kExpert or kDense, then numel. A problem found here is
-  // raised only after the exchange below, which every group rank must reach.
-  constexpr int64_t kDense = 0, kExpert = 1;
+  // Per tensor: numel for a dense tensor, -1 - numel for an expert (so a
+  // zero-size expert stays one). A problem found here is raised only after
+  // the exchange below, which every group rank must reach.
   std::vector<int64_t> desc;
   std::string names;  // this rank's expert names, '\n'-separated
   std::string problem;
@@ -41,12 +40,11 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
       if (problem.empty())
         problem = std::string("expert parallelism: gradient of '") + (p.name ? p.name : "?") +
                   "' is not a float32 CPU tensor";
-      desc.insert(desc.end(), {kDense, 0});
+      desc.push_back(0);
       continue;
     }
-    flags_[i] = p.flags;
     const bool expert = (p.flags & ZC_PARAM_EXPERT) != 0;
-    desc.insert(desc.end(), {expert ? kExpert : kDense, sdk::numel(*g)});
+    desc.push_back(expert ? -1 - sdk::numel(*g) : sdk::numel(*g));
     if (expert) {
       expert_.push_back(p);
       local_names_.insert(p.name ? p.name : "");
@@ -87,14 +85,9 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
     }
   }
   // Dense tensors: the same number and sizes on every rank. Segments of
-  // expert tensors between them, merged rank by rank. Below, a list entry
-  // is numel for a dense tensor and -1 - numel for an expert.
+  // expert tensors between them, merged rank by rank.
   std::vector<std::vector<int64_t>> lists(static_cast<size_t>(K));
-  for (int q = 0; q < K; ++q) {
-    const std::vector<int64_t> d = from_bytes(all_desc[static_cast<size_t>(q)]);
-    for (size_t i = 0; i + 1 < d.size(); i += 2)
-      lists[static_cast<size_t>(q)].push_back(d[i] == kExpert ? -1 - d[i + 1] : d[i + 1]);
-  }
+  for (int q = 0; q < K; ++q) lists[static_cast<size_t>(q)] = from_bytes(all_desc[static_cast<size_t>(q)]);
   auto dense_sizes = [](const std::vector<int64_t>& l) {
     std::vector<int64_t> d;
     for (int64_t v : l)

@@ -3,25 +3,30 @@
 #include <zcode/sdk/error.h>
 
 #include <chrono>
-#include <stdexcept>
-#include <string>
 
 namespace zcode::data {
 using sdk::Error;
+
+namespace {
+
+// A slot with the buffers of one batch of `spec`'s shape.
+std::unique_ptr<BatchSlot> make_slot(const PackSpec& spec) {
+  const size_t cells = static_cast<size_t>(spec.batch) * spec.seq;
+  auto s = std::make_unique<BatchSlot>();
+  s->input.resize(cells);
+  s->target.resize(cells);
+  if (spec.doc_ids) s->doc.resize(cells);
+  s->windows.resize(spec.batch);
+  return s;
+}
+
+}  // namespace
 
 Prefetcher::Prefetcher(BatchSource& source, PackSpec spec, int num_workers, int prefetch_factor, sdk::Host host,
                        std::string split)
     : source_(source), spec_(spec), workers_n_(num_workers), host_(host), split_(std::move(split)) {
   size_t n = num_workers == 0 ? 1 : static_cast<size_t>(num_workers) * prefetch_factor + 1;
-  size_t cells = static_cast<size_t>(spec.batch) * spec.seq;
-  for (size_t i = 0; i < n; ++i) {
-    auto s = std::make_unique<BatchSlot>();
-    s->input.resize(cells);
-    s->target.resize(cells);
-    if (spec.doc_ids) s->doc.resize(cells);
-    s->windows.resize(spec.batch);
-    slots_.push_back(std::move(s));
-  }
+  for (size_t i = 0; i < n; ++i) slots_.push_back(make_slot(spec));
   ready_.assign(n, nullptr);
 }
 
@@ -40,20 +45,10 @@ bool Prefetcher::plan_mine(BatchSlot& s) {
 }
 
 void Prefetcher::set_stride(uint64_t rank, uint64_t size) {
-  if (size < 1 || rank >= size)
-    throw std::invalid_argument("data (" + split_ + "): shard rank " + std::to_string(rank) + " of " +
-                                std::to_string(size) + " (expected 0 <= rank < size)");
   seek(consumed_);  // nothing planned under the old stride is handed out
   stride_rank_ = rank;
   stride_size_ = size;
-  if (size > 1 && !skip_) {
-    skip_ = std::make_unique<BatchSlot>();
-    const size_t cells = static_cast<size_t>(spec_.batch) * spec_.seq;
-    skip_->input.resize(cells);
-    skip_->target.resize(cells);
-    if (spec_.doc_ids) skip_->doc.resize(cells);
-    skip_->windows.resize(spec_.batch);
-  }
+  if (size > 1 && !skip_) skip_ = make_slot(spec_);
 }
 
 bool Prefetcher::plan_and_fill(BatchSlot& s) {

@@ -38,8 +38,8 @@ class Prefetcher {
   /// planned batches, hand out the one at `rank` and plan the others into a
   /// scratch slot without filling them; a batch's cursor is the one after
   /// its group. Stops the workers (a seek to the consumed cursor) so that
-  /// nothing planned before applies. Throws std::invalid_argument unless
-  /// 0 <= rank < size.
+  /// nothing planned before applies. Needs 0 <= rank < size (the loader's
+  /// set_data_shard checks it).
   void set_stride(uint64_t rank, uint64_t size);
   /// Milliseconds next() spent blocked since the last take_wait_ms().
   double take_wait_ms();

@@ -55,7 +55,7 @@ class ExpertSplit {
   const zc_param_list& experts() const { return expert_list_; }
   /// Index in dense() of the model's tensor i, or -1 when it is an expert.
   int64_t dense_index(size_t i) const { return dense_of_[i]; }
-  size_t num_tensors() const { return flags_.size(); }
+  size_t num_tensors() const { return dense_of_.size(); }
 
   /// Every gradient of dense() set to 0 (between micro-batches of the
   /// deterministic path, which folds the dense gradients per micro-batch
@@ -78,7 +78,6 @@ class ExpertSplit {
   std::vector<zc_param> dense_, expert_;
   zc_param_list dense_list_{}, expert_list_{};
   std::vector<int64_t> dense_of_;
-  std::vector<uint32_t> flags_;
   std::unordered_set<std::string> local_names_, foreign_names_;
   // The one-process order: per entry, a dense index (>= 0) or -(1 + slot)
   // for the expert tensor of the group's concatenated expert partials that
