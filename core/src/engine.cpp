@@ -500,19 +500,22 @@ int Engine::Impl::train(int profile_steps) {
   // The ranks then first agree on whether to evaluate at all.
   const bool every_rank_evaluates = expert_parallel();
   auto no_stop_agreed = [&] { return every_rank_evaluates ? !agree(c, 0, stop_requested()).stop : !stop_requested(); };
+  // One evaluation, as this rank's role wants: rank 0 evaluates and reports
+  // (its callbacks' flags); under expert parallelism the others evaluate
+  // with it, otherwise they do nothing. Then the others wait for rank 0
+  // (its evaluation, its EVAL_END callbacks) as long as it takes: their
+  // timeout is paused until the caller's agreement (pause_timeout(false)).
+  auto evaluate_here = [&](bool count_best) -> uint32_t {
+    if (leader()) return evaluate_and_emit(count_best);
+    if (every_rank_evaluates) run_peer_evaluation();
+    c.pause_timeout(true);
+    return 0;
+  };
   if (!loop.profiling() && !resumed && step == 0 && cfg.training().eval_at_start) {
     const bool go = no_stop_agreed();
-    const bool wait = !leader() && !every_rank_evaluates;
-    if (wait) c.pause_timeout(true);  // waiting for rank 0's evaluation
-    uint32_t f = 0;
-    if (go && leader()) {
-      f = evaluate_and_emit(false);
-    } else if (go) {
-      run_peer_evaluation();
-      c.pause_timeout(true);  // then wait for rank 0's EVAL_END callbacks, however long
-    }
+    const uint32_t f = go ? evaluate_here(false) : 0;
     const uint32_t agreed = agree(c, f, false).flags;
-    if (wait || (go && !leader())) c.pause_timeout(false);
+    if (go && !leader()) c.pause_timeout(false);
     if (agreed & ZC_CALLBACK_REQUEST_STOP) {
       log::info("A callback asked to stop training at step 0");
       return kExitOk;
@@ -551,20 +554,13 @@ int Engine::Impl::train(int profile_steps) {
       continue;
     }
     const bool eval_due = loop.eval_scheduled() && no_stop_agreed();
-    // The others wait for rank 0's evaluation as long as it takes (or,
-    // under expert parallelism, evaluate with it).
-    const bool wait = eval_due && !leader() && !every_rank_evaluates;
-    if (wait) c.pause_timeout(true);
-    if (eval_due && leader()) {
+    if (eval_due) {
       const auto t0 = Clock::now();
-      flags |= evaluate_and_emit(true) & ZC_CALLBACK_REQUEST_STOP;
-      loop.trace.span("evaluation", t0);
-    } else if (eval_due && every_rank_evaluates) {
-      run_peer_evaluation();
-      c.pause_timeout(true);  // rank 0's EVAL_END callbacks may take long: the wait for them does not count
+      flags |= evaluate_here(true) & ZC_CALLBACK_REQUEST_STOP;
+      if (leader()) loop.trace.span("evaluation", t0);
     }
     const Agreement a = agree(c, flags, stop_requested());
-    if (wait || (eval_due && every_rank_evaluates && !leader())) c.pause_timeout(false);
+    if (eval_due && !leader()) c.pause_timeout(false);
     flags = a.flags;
     if (flags & ZC_CALLBACK_REQUEST_STOP) stop_requested_by_callback = true;
     if (loop.save_due(flags, a.stop || stop_requested_by_callback)) {
