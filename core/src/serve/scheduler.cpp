@@ -4,6 +4,8 @@
 #include <zcode/core/serve/scheduler.h>
 #include <zcode/generation/generate.h>
 
+#include "openmp_team.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -63,6 +65,10 @@ Scheduler::Scheduler(const InferenceModel& model, const SchedulerOptions& opts)
   scratch_.reserve(static_cast<size_t>(vocab_));
   adjusted_.resize(static_cast<size_t>(vocab_));
   counts_.assign(static_cast<size_t>(vocab_), 0);
+  // Decoding runs on thread_ from here on: this thread's OpenMP team (it
+  // loaded and packed the model) would otherwise make libgomp park thread_'s
+  // workers between every parallel region of a step (openmp_team.h).
+  release_openmp_team();
   thread_ = std::thread([this] { loop(); });
 }
 
