@@ -4,20 +4,22 @@
 //
 // The work (one row chunk of the dense benchmark: M = 342 rows of h, d = K =
 // 256, V = 50,257, vocab slices of the machine's derived head_fused_slice,
-// the slices spread over the threads as in lm_head.h):
+// single slices handed out dynamically to the threads; the product hands out
+// groups of slices of shrinking size, lm_head.h):
 //   ours     kernels::head_pack of h once, then per slice kernels::head_logits:
 //            the logits written transposed for pass 2, each row's max and
 //            exp sum from the tile's registers (the product's pass 1).
 //   OpenBLAS per slice one cblas_sgemm (z = h·W_sᵀ, row-major [M, S], inside
-//            the parallel loop so single-threaded, as the head before
-//            2026-12-04 called it), then each row's max and exp sum read back
-//            from the slice (kexp, the same exp).
+//            the parallel loop, OpenBLAS held to one thread), then each row's
+//            max and exp sum read back from the slice with the vectorised
+//            kernels::max_of and exp_shifted_sum, as the head before
+//            2026-12-04 (00c72f9) did.
 // Both write 2·M·V·K FLOPs' worth of logits and the same statistics; the
 // check compares the statistics (not bit for bit: the sums' orders differ).
 //
-// Paired rounds: each round times ours and OpenBLAS's back to back (median of
-// --reps passes each, after one warm-up pass); the ratio printed last is the
-// median over rounds of OpenBLAS time / ours.
+// Paired rounds: each round times ours and OpenBLAS's back to back, in
+// alternating order (median of --reps passes each, after one warm-up pass);
+// the ratio printed last is the median over rounds of OpenBLAS time / ours.
 //
 //   bench_lm_head [--threads 2] [--rounds 5] [--reps 5] [--slice S]
 #include <zcode/kernels/head_logits.h>
@@ -68,16 +70,13 @@ void openblas(Buffers& b, int S, int slices) {
   for (int s = 0; s < slices; ++s) {
     const int v0 = s * S, n = std::min(S, kV - v0);
     float* z = b.z.data() + int64_t{omp_get_thread_num()} * kM * S;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kM, n, kK, 1.f, b.h.data(), kK,
-                b.W.data() + int64_t{v0} * kK, kK, 0.f, z, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kM, n, kK, 1.f, b.h.data(), kK, b.W.data() + int64_t{v0} * kK,
+                kK, 0.f, z, n);
     for (int r = 0; r < kM; ++r) {
-      const float* row = z + int64_t{r} * n;
-      float m = row[0];
-      for (int j = 1; j < n; ++j) m = std::max(m, row[j]);
-      float e = 0;
-      for (int j = 0; j < n; ++j) e += zcode::kernels::kexp(row[j] - m);
+      float* row = z + int64_t{r} * n;
+      const float m = zcode::kernels::max_of(row, n);
       b.mx[int64_t{s} * kM + r] = m;
-      b.sum[int64_t{s} * kM + r] = e;
+      b.sum[int64_t{s} * kM + r] = zcode::kernels::exp_shifted_sum(row, n, m);
     }
   }
 }
@@ -99,6 +98,7 @@ double time_pass(F&& f, int reps) {
 int main(int argc, char** argv) {
   zcode::bench::use_the_products_blas_kernel("bench_lm_head", argv);
   int threads = 2, rounds = 5, reps = 5, S = 0;
+  bool slice_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> int {
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
     if (a == "--threads") threads = next();
     else if (a == "--rounds") rounds = next();
     else if (a == "--reps") reps = next();
-    else if (a == "--slice") S = next();
+    else if (a == "--slice") S = next(), slice_given = S > 0;
     else {
       std::fprintf(stderr, "bench_lm_head: unknown argument '%s' (see the header of bench/lm_head/head_logits.cpp)\n",
                    a.c_str());
@@ -124,13 +124,17 @@ int main(int argc, char** argv) {
   }
   const glm52::MachineInfo& machine = glm52::this_machine();
   if (S == 0) S = glm52::derive_blocking(machine).head_fused_slice;
-  zcode::kernels::set_num_threads(threads);
+  // Each sgemm runs inside the parallel loop, on one thread. OpenBLAS's
+  // OpenMP build sets the OpenMP thread count with its own, so ours after.
+  zcode::kernels::set_blas_num_threads(1);
+  omp_set_num_threads(threads);
   const int slices = (kV + S - 1) / S;
   std::printf("bench_lm_head: CPU %s\n", machine.describe().c_str());
-  std::printf("bench_lm_head: OpenBLAS kernel %s (%s build); M %d rows, d %d, V %d, slices of %d (%s), %d threads, "
-              "%d rounds x median of %d passes\n",
-              zcode::kernels::blas_core().c_str(), zcode::kernels::blas_threading().c_str(), kM, kK, kV, S,
-              argc > 1 && std::string(argv[1]) == "--slice" ? "given" : "derived", threads, rounds, reps);
+  std::printf(
+      "bench_lm_head: OpenBLAS kernel %s (%s build); M %d rows, d %d, V %d, slices of %d (%s), %d threads, "
+      "%d rounds x median of %d passes\n",
+      zcode::kernels::blas_core().c_str(), zcode::kernels::blas_threading().c_str(), kM, kK, kV, S,
+      slice_given ? "given" : "derived", threads, rounds, reps);
 
   Buffers b;
   std::mt19937 rng(2026);
@@ -152,10 +156,27 @@ int main(int argc, char** argv) {
   openblas(b, S, slices);
   double dmx = 0, dsum = 0;
   for (size_t i = 0; i < mx1.size(); ++i) {
-    dmx = std::max(dmx, double(std::fabs(mx1[i] - b.mx[i])));
-    dsum = std::max(dsum, double(std::fabs(sum1[i] - b.sum[i]) / b.sum[i]));
+    const double a = std::fabs(mx1[i] - b.mx[i]), r = std::fabs(sum1[i] - b.sum[i]) / b.sum[i];
+    if (!(a <= dmx)) dmx = a;  // a NaN sticks
+    if (!(r <= dsum)) dsum = r;
   }
-  std::printf("check: max |max ours - max OpenBLAS| %.2e, max relative exp-sum difference %.2e\n", dmx, dsum);
+  // And the logits themselves: ours transposed against one slice's sgemm.
+  {
+    const int v0 = (slices / 2) * S, n = std::min(S, kV - v0);
+    std::vector<float> z(size_t(kM) * n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kM, n, kK, 1.f, b.h.data(), kK, b.W.data() + int64_t{v0} * kK,
+                kK, 0.f, z.data(), n);
+    ours(b, S, slices);
+    for (int r = 0; r < kM; ++r)
+      for (int j = 0; j < n; ++j) {
+        const double d = std::fabs(z[size_t(r) * n + j] - b.zt[size_t(v0 + j) * kM + r]);
+        if (!(d <= dmx)) dmx = d;
+      }
+  }
+  std::printf(
+      "check: max |ours - OpenBLAS| over row maxima and one slice's logits %.2e, max relative exp-sum "
+      "difference %.2e\n",
+      dmx, dsum);
   if (!(dmx < 1e-4 && dsum < 1e-4)) {
     std::printf("bench_lm_head: FAILED: the two passes disagree beyond float rounding\n");
     return 1;
@@ -164,13 +185,18 @@ int main(int argc, char** argv) {
   const double flop = 2.0 * kM * kV * kK;
   std::vector<double> ratio;
   for (int r = 0; r < rounds; ++r) {
-    const double a = time_pass(
-        [&] {
-          zcode::kernels::head_pack(kM, kK, b.h.data(), kK, b.hp.data());
-          ours(b, S, slices);
-        },
-        reps);
-    const double o = time_pass([&] { openblas(b, S, slices); }, reps);
+    auto run_ours = [&] {
+      return time_pass(
+          [&] {
+            zcode::kernels::head_pack(kM, kK, b.h.data(), kK, b.hp.data());
+            ours(b, S, slices);
+          },
+          reps);
+    };
+    auto run_openblas = [&] { return time_pass([&] { openblas(b, S, slices); }, reps); };
+    double a = 0, o = 0;
+    if (r % 2 == 0) a = run_ours(), o = run_openblas();
+    else o = run_openblas(), a = run_ours();
     ratio.push_back(o / a);
     std::printf("round %d: ours %.2f ms (%.1f GFLOP/s) | OpenBLAS sgemm + stats %.2f ms (%.1f GFLOP/s) | %.2fx\n",
                 r + 1, a * 1e3, flop / a * 1e-9, o * 1e3, flop / o * 1e-9, o / a);

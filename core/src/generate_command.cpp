@@ -10,6 +10,7 @@
 #include <zcode/core/registry.h>
 #include <zcode/core/serve/text_stream.h>
 #include <zcode/core/stage_factory.h>
+#include <zcode/generation/model_decoder.h>
 #include <zcode/sdk/buffers.h>
 
 #include <rapidjson/document.h>
@@ -23,46 +24,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Decoder over a model plugin's decode_* slots.
-class ModelDecoder : public Decoder {
+// The SDK's decoder over a model's decode_* slots, with the host's errors
+// (check_plugin_call: the component and the slot named).
+class ModelDecoder : public ModelRefDecoder {
  public:
   ModelDecoder(const StageInstance& model, int64_t vocab)
-      : comp_(*model.component()), t_(model.component()->as<zc_model_table>()), inst_(model.get()), vocab_(vocab) {}
-  ~ModelDecoder() override { end(); }
-  int64_t vocab_size() const override { return vocab_; }
-  void begin(int32_t batch, int32_t max_len) override {
-    check_plugin_call(comp_, "decode_begin", t_->decode_begin(inst_, batch, max_len, &session_));
-  }
-  void step(const int32_t* tokens, float* logits) override {
-    check_plugin_call(comp_, "decode_step", t_->decode_step(inst_, session_, tokens, logits));
-  }
-  // decode_extend where the model has it (ABI 1.8); n steps where it is
-  // absent or unsupported (the SDK's default).
-  void extend(int32_t batch, int32_t n, const int32_t* tokens, float* logits) override {
-    if (ZC_TABLE_HAS_SLOT(t_, zc_model_table, decode_extend) && t_->decode_extend && !no_extend_) {
-      zc_status* st = t_->decode_extend(inst_, session_, n, tokens, logits);
-      if (!st) return;
-      if (status_code(st) != ZC_ERR_UNSUPPORTED) check_plugin_call(comp_, "decode_extend", st);
-      status_release(st);
-      no_extend_ = true;
-    }
-    Decoder::extend(batch, n, tokens, logits);
-  }
-  void reorder(const int32_t* src) override {
-    check_plugin_call(comp_, "decode_reorder", t_->decode_reorder(inst_, session_, src));
-  }
-  void end() override {
-    if (session_) t_->decode_end(inst_, session_);
-    session_ = nullptr;
-  }
+      : ModelRefDecoder(process_host_services(), zc_stage_ref{model.component()->table, model.get()}, vocab),
+        comp_(*model.component()) {}
+
+ protected:
+  void check(const char* slot, zc_status* st) override { check_plugin_call(comp_, slot, st); }
 
  private:
   const Component& comp_;
-  const zc_model_table* t_;
-  void* inst_;
-  int64_t vocab_;
-  void* session_ = nullptr;
-  bool no_extend_ = false;  // decode_extend said ZC_ERR_UNSUPPORTED once
 };
 
 // A flag the chosen strategy ignores is a mistake, not a no-op: `--top-p 0.9`

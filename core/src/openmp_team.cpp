@@ -2,23 +2,20 @@
 
 #include <dlfcn.h>
 
-#include <initializer_list>
-
 namespace zcode {
 
 bool release_openmp_team() {
-  // omp_pause_soft is 1 in every runtime (OpenMP 5.0 omp_pause_resource_t).
-  constexpr int kPauseSoft = 1;
-  for (const char* lib : {"libgomp.so.1", "libomp.so.5", "libomp.so"}) {
-    void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);  // only a runtime already loaded
-    if (!h) continue;
-    using PauseAll = int (*)(int);
-    auto pause = reinterpret_cast<PauseAll>(dlsym(h, "omp_pause_resource_all"));
-    const bool ok = pause && pause(kPauseSoft) == 0;
-    dlclose(h);
-    return ok;
-  }
-  return false;
+  // Looked up on every call, not cached: a plugin's unloading may unload the
+  // runtime. dlopen with RTLD_NOLOAD finds it only if loaded, and takes a
+  // reference that dlclose gives back.
+  void* h = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return false;
+  constexpr int kPauseSoft = 1;  // omp_pause_soft (OpenMP 5.0 omp_pause_resource_t)
+  using PauseAll = int (*)(int);
+  auto pause = reinterpret_cast<PauseAll>(dlsym(h, "omp_pause_resource_all"));
+  const bool ok = pause && pause(kPauseSoft) == 0;
+  dlclose(h);
+  return ok;
 }
 
 }  // namespace zcode

@@ -102,6 +102,10 @@ bool Scheduler::submit(std::vector<SequenceRequest> seqs) {
     if (p.top_k < 0) throw std::invalid_argument("top_k: must be >= 0");
     gen::check_penalties(p.presence_penalty, p.frequency_penalty, p.logit_bias, vocab_, "");
   }
+  // The submitting thread waits while thread_ decodes: its own idle team (a
+  // Python thread that trained since its last generate()) would make libgomp
+  // park thread_'s workers between regions (openmp_team.h).
+  release_openmp_team();
   {
     std::lock_guard<std::mutex> lk(m_);
     if (draining_) return false;
@@ -131,9 +135,19 @@ SchedulerStats Scheduler::stats() const {
 }
 
 void Scheduler::loop() {
+  bool computed = false;  // a step ran since this thread last gave its OpenMP team back
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(m_);
+      if (computed && !draining_ && queue_.empty() && stats_.running == 0) {
+        // Idle: give the team back, so that a thread computing meanwhile
+        // (the Python thread training between generate() calls) does not
+        // run its regions beside a second team (openmp_team.h).
+        lk.unlock();
+        release_openmp_team();
+        computed = false;
+        continue;
+      }
       cv_.wait(lk, [&] { return draining_ || !queue_.empty() || stats_.running > 0; });
       if (draining_ && queue_.empty() && stats_.running == 0) return;
       for (size_t s = 0; s < slots_.size() && !queue_.empty(); ++s) {
@@ -153,6 +167,7 @@ void Scheduler::loop() {
       stats_.queued = static_cast<int64_t>(queue_.size());
     }
     step();
+    computed = true;
   }
 }
 

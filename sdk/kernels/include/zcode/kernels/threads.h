@@ -10,9 +10,21 @@ namespace zcode::kernels {
 /// the host may call from different threads. n < 1 is treated as 1.
 void set_num_threads(int n);
 
-/// Sets only OpenBLAS's thread count. OpenBLAS's sgemm result depends on its
-/// thread count (measured: 1 vs 2 threads differ in the last bits), ours do not.
+/// Sets OpenBLAS's thread count. OpenBLAS's sgemm result depends on its
+/// thread count (measured: 1 vs 2 threads differ in the last bits), ours do
+/// not. OpenBLAS's OpenMP build (Debian's openblas-openmp, what ZCode runs)
+/// also calls omp_set_num_threads with it, so it sets the calling thread's
+/// OpenMP loops too (checked 2026-12-07): set those after it when they should
+/// differ.
 void set_blas_num_threads(int n);
+
+/// OpenBLAS's own thread count (openblas_get_num_threads).
+int blas_num_threads();
+
+/// True when a sgemm called inside one of our parallel loops would start
+/// threads of its own: OpenBLAS's pthread build on more than one thread (its
+/// OpenMP build runs single-threaded inside a parallel region).
+bool blas_spawns_threads();
 
 /// "openmp", "pthread" or "sequential": which OpenBLAS build was loaded
 /// (openblas_get_parallel). With "pthread", OpenBLAS and OpenMP run two
