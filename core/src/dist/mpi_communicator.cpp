@@ -68,6 +68,31 @@ int as_int(size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// The ranks' byte strings of `sizes` laid end to end in one buffer, as the
+// *v collectives take them: per rank its count and displacement.
+struct ByteLayout {
+  std::vector<int> counts, displs;
+  size_t total = 0;
+};
+ByteLayout byte_layout(const std::vector<int64_t>& sizes, const char* call) {
+  ByteLayout l;
+  l.counts.resize(sizes.size());
+  l.displs.resize(sizes.size());
+  for (size_t q = 0; q < sizes.size(); ++q) {
+    l.counts[q] = as_int(static_cast<size_t>(sizes[q]), call);
+    l.displs[q] = as_int(l.total, call);
+    l.total += static_cast<size_t>(sizes[q]);
+  }
+  return l;
+}
+// Each rank's string out of the buffer the *v collective filled.
+std::vector<std::string> split_bytes(const std::string& all, const ByteLayout& l) {
+  std::vector<std::string> out(l.counts.size());
+  for (size_t q = 0; q < out.size(); ++q)
+    out[q] = all.substr(static_cast<size_t>(l.displs[q]), static_cast<size_t>(l.counts[q]));
+  return out;
+}
+
 class MpiRequest final : public Request {
  public:
   MpiRequest(Watchdog* watch, MPI_Request r, const char* call, std::vector<int> a, std::vector<int> b,
@@ -191,42 +216,26 @@ class MpiCommunicator final : public Communicator {
     int64_t n = static_cast<int64_t>(mine.size());
     std::vector<int64_t> sizes(static_cast<size_t>(size_));
     check(MPI_Allgather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, comm_), "MPI_Allgather");
-    std::vector<int> c(sizes.size()), d(sizes.size());
-    size_t total = 0;
-    for (size_t q = 0; q < sizes.size(); ++q) {
-      c[q] = as_int(static_cast<size_t>(sizes[q]), "MPI_Allgatherv");
-      d[q] = as_int(total, "MPI_Allgatherv");
-      total += static_cast<size_t>(sizes[q]);
-    }
-    std::string all(total, '\0');
-    check(MPI_Allgatherv(mine.data(), c[static_cast<size_t>(rank_)], MPI_CHAR, all.data(), c.data(), d.data(), MPI_CHAR,
-                         comm_),
+    const ByteLayout l = byte_layout(sizes, "MPI_Allgatherv");
+    std::string all(l.total, '\0');
+    check(MPI_Allgatherv(mine.data(), l.counts[static_cast<size_t>(rank_)], MPI_CHAR, all.data(), l.counts.data(),
+                         l.displs.data(), MPI_CHAR, comm_),
           "MPI_Allgatherv");
-    std::vector<std::string> out(sizes.size());
-    for (size_t q = 0; q < sizes.size(); ++q) out[q] = all.substr(static_cast<size_t>(d[q]), static_cast<size_t>(c[q]));
-    return out;
+    return split_bytes(all, l);
   }
   std::vector<std::string> gather_bytes(const std::string& mine, int root) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Gatherv");
     int64_t n = static_cast<int64_t>(mine.size());
     std::vector<int64_t> sizes(static_cast<size_t>(size_));
     check(MPI_Gather(&n, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, root, comm_), "MPI_Gather");
-    std::vector<int> c(sizes.size()), d(sizes.size());
-    size_t total = 0;
-    if (rank_ == root)
-      for (size_t q = 0; q < sizes.size(); ++q) {
-        c[q] = as_int(static_cast<size_t>(sizes[q]), "MPI_Gatherv");
-        d[q] = as_int(total, "MPI_Gatherv");
-        total += static_cast<size_t>(sizes[q]);
-      }
-    std::string all(total, '\0');
-    check(MPI_Gatherv(mine.data(), as_int(mine.size(), "MPI_Gatherv"), MPI_CHAR, all.data(), c.data(), d.data(),
-                      MPI_CHAR, root, comm_),
+    // The sizes are only root's (the others' stay 0: an empty layout).
+    const ByteLayout l = byte_layout(sizes, "MPI_Gatherv");
+    std::string all(l.total, '\0');
+    check(MPI_Gatherv(mine.data(), as_int(mine.size(), "MPI_Gatherv"), MPI_CHAR, all.data(), l.counts.data(),
+                      l.displs.data(), MPI_CHAR, root, comm_),
           "MPI_Gatherv");
     if (rank_ != root) return {};
-    std::vector<std::string> out(sizes.size());
-    for (size_t q = 0; q < sizes.size(); ++q) out[q] = all.substr(static_cast<size_t>(d[q]), static_cast<size_t>(c[q]));
-    return out;
+    return split_bytes(all, l);
   }
   void broadcast_bytes(std::string& bytes, int root) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Bcast");

@@ -41,6 +41,12 @@ using zcode::sdk::Error;
 
 namespace {
 
+/// True when a sgemm inside our parallel loops would start threads of its
+/// own (OpenBLAS's pthread build on several threads, beside several OpenMP
+/// threads): the LM head then takes its unfused path. Held to one thread,
+/// OpenBLAS starts none and the fused head runs.
+bool blas_threads_inside_our_loops() { return omp_get_max_threads() > 1 && zcode::kernels::blas_spawns_threads(); }
+
 /// logits[rows, V] (row stride V) = h[rows, d] · W[V, d]ᵀ, in vocab slices of
 /// `slice` rows of W (Blocking::head_slice: sliced, OpenBLAS's packing buffers
 /// stay small).
@@ -196,8 +202,7 @@ Model<T>::Model(const Config& cfg, ShapeOnly) : cfg_(cfg) {
 }
 
 template <class T>
-Model<T>::Model(const Config& cfg, uint64_t init_seed, ExpertGroup experts)
-    : cfg_(cfg), ep_(std::move(experts)), blas_pthread_(zcode::kernels::blas_threading() == "pthread") {
+Model<T>::Model(const Config& cfg, uint64_t init_seed, ExpertGroup experts) : cfg_(cfg), ep_(std::move(experts)) {
   if (ep_.size < 1 || ep_.rank < 0 || ep_.rank >= ep_.size)
     throw Error(ZC_ERR_INVALID_ARGUMENT, "glm52: expert group rank " + std::to_string(ep_.rank) + " of size " +
                                              std::to_string(ep_.size) + " (expected 0 <= rank < size)");
@@ -1371,11 +1376,10 @@ void Model<T>::forward_backward(const BatchView& b, double loss_normalizer, doub
   const zc_trace_level lv = tracer_.level();
   auto head_span =
       phase_span(tracer_, lv, "forward_backward", "lm_head_loss", -1, N, 6.0 * double(N) * double(V) * double(d));
-  if (sampled || (blas_pthread_ && omp_get_max_threads() > 1 && zcode::kernels::blas_spawns_threads())) {
+  if (sampled || blas_threads_inside_our_loops()) {
     // The unfused path: for sampled labels (drawn from each full softmax
     // row), and with OpenBLAS's pthread build on several threads, whose
-    // sgemm would start its own threads inside our parallel loops (held to
-    // one thread it would not, and the fused head runs).
+    // sgemm would start its own threads inside our parallel loops.
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
       const int rows = static_cast<int>(std::min<int64_t>(chunk, N - r0));
       if (skip_unlabelled_chunk(rows, static_cast<int>(d), ws.labels + r0, ws.nll + r0, ws.gx + r0 * d)) continue;
@@ -1454,8 +1458,7 @@ void Model<T>::forward_logprobs(const BatchView& b, float* out, int32_t* argmax)
   const T* hf = c.residual == Residual::kDeepNorm ? ws.X(c.n_layers) : ws.hf;
   std::memcpy(ws.labels, b.targets, sizeof(int32_t) * size_t(N));
   const int64_t chunk = ws.head_chunk_rows(N);
-  if (!(blas_pthread_ && omp_get_max_threads() > 1 && zcode::kernels::blas_spawns_threads()) &&
-      V < (int64_t{1} << 24)) {
+  if (!blas_threads_inside_our_loops() && V < (int64_t{1} << 24)) {
     // Fused over vocab slices like the training head (lm_head.h): the same
     // nll bits as forward_backward's for the same weights.
     head_logprob_fused<T>(N, chunk, V, static_cast<int>(d), hf, head_weight(), ws.labels, ws.head_scratch, ws.nll,

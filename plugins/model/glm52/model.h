@@ -238,7 +238,6 @@ class Model {
   std::unique_ptr<T[], zcode::kernels::LargeDeleter> params_, grads_;  // huge-page backed
   std::unique_ptr<Workspace> ws_;
   int acts_B_ = 0, acts_T_ = 0;  // shape of the last forward_backward; 0 once the workspace is reused
-  bool blas_pthread_ = false;    // OpenBLAS is its pthread build (see forward_backward's LM head)
   zcode::sdk::Tracer tracer_;
 };
 

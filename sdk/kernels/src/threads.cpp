@@ -13,8 +13,6 @@ void set_num_threads(int n) {
 
 void set_blas_num_threads(int n) { openblas_set_num_threads(n < 1 ? 1 : n); }
 
-int blas_num_threads() { return openblas_get_num_threads(); }
-
 bool blas_spawns_threads() { return openblas_get_parallel() == 1 && openblas_get_num_threads() > 1; }
 
 std::string blas_threading() {

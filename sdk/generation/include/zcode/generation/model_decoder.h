@@ -1,7 +1,7 @@
 // zcode/generation/model_decoder.h: the Decoder of generate.h over a model's
 // zc_model_table KV-cache slots (decode_begin, decode_step, decode_reorder,
 // decode_end, decode_extend), for plugins that generate (the `samples`
-// callback, the generation evaluator) and, through its status hooks, for the
+// callback, the generation evaluator) and, through its check() hook, for the
 // host's `generate`. Errors of the model throw sdk::StatusError (the host's
 // subclass throws its own error naming the component); the session is always
 // ended.

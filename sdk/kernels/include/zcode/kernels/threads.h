@@ -18,9 +18,6 @@ void set_num_threads(int n);
 /// differ.
 void set_blas_num_threads(int n);
 
-/// OpenBLAS's own thread count (openblas_get_num_threads).
-int blas_num_threads();
-
 /// True when a sgemm called inside one of our parallel loops would start
 /// threads of its own: OpenBLAS's pthread build on more than one thread (its
 /// OpenMP build runs single-threaded inside a parallel region).
