@@ -40,6 +40,9 @@
  *          prompt's positions through a decode_begin session in one call;
  *          data parallelism: zc_dataloader_table.set_data_shard
  *          (kind_version 2): a rank reads only its share of the stream
+ *     1.9  ZeRO-1 with expert parallelism: zc_param_shard.groups, the
+ *          group of each parameter (dense tensors over DATA, experts over
+ *          EXPERT_DATA)
  *
  * ERRORS
  *   Every fallible call returns `zc_status*`. NULL means success. A non-NULL
@@ -101,7 +104,7 @@ extern "C" {
 #endif
 
 #define ZC_ABI_VERSION_MAJOR 1u
-#define ZC_ABI_VERSION_MINOR 8u
+#define ZC_ABI_VERSION_MINOR 9u
 
 /* The one exported symbol of every plugin. */
 #define ZC_PLUGIN_ENTRY_SYMBOL "zcode_plugin_negotiate"
@@ -886,17 +889,29 @@ typedef struct zc_model_table {
  * parameters and gradients only inside its part (the host all-gathers the
  * updated parameters afterwards), keeps state only for its part, and when a
  * formula needs a statistic of a whole tensor (LAMB's norms, Adafactor's
- * row and column sums), it reduces its part's contribution over `group`
- * with the collectives (host->collectives), the same calls in the same
- * order on every rank. Its save_state writes its part of each per-element
- * state tensor with put_tensor_slice; load_state reads it with
- * read_tensor_slice (a checkpoint written by any layout loads). */
+ * row and column sums), it reduces its part's contribution over the
+ * parameter's group with the collectives (host->collectives), the same
+ * calls in the same order on every rank. Its save_state writes its part of
+ * each per-element state tensor with put_tensor_slice; load_state reads it
+ * with read_tensor_slice (a checkpoint written by any layout loads).
+ *
+ * Groups (ABI 1.9): with expert parallelism the ranks that share a dense
+ * tensor (DATA) are not those that share an expert (EXPERT_DATA), so each
+ * parameter names its own: groups[i] when the struct has the field and it
+ * is non-NULL, `group` otherwise. Each group's parts tile its parameters on
+ * their own: the parameters of one group, in params() order, are laid out
+ * flat and split in contiguous ranges among that group's ranks. A reduction
+ * over several parameters stays within one group; an optimizer reduces the
+ * groups in increasing zc_group order (every rank lists parameters of the
+ * same groups: each rank of an expert-parallel job holds experts). */
 typedef struct zc_param_shard {
   uint32_t struct_size;
   uint32_t group;       /* a zc_group: the ranks that share these parameters */
   size_t count;         /* = the model's params().count */
   const int64_t* begin; /* [count] */
   const int64_t* end;   /* [count] */
+  /* ---- ABI 1.9 ---- */
+  const uint32_t* groups; /* [count] zc_group per parameter; NULL: `group` for every one */
 } zc_param_shard;
 
 typedef struct zc_optimizer_table {
@@ -1054,7 +1069,8 @@ ZC_STATIC_ASSERT(offsetof(zc_host_services, collectives) == 128, "zc_host_servic
 ZC_STATIC_ASSERT(offsetof(zc_host_services, tracer) == 136, "zc_host_services.tracer (ABI 1.7)");
 ZC_STATIC_ASSERT(sizeof(zc_tracer) == 48, "zc_tracer layout (ABI 1.7)");
 ZC_STATIC_ASSERT(sizeof(zc_collectives) == 88, "zc_collectives layout (ABI 1.5)");
-ZC_STATIC_ASSERT(sizeof(zc_param_shard) == 32, "zc_param_shard layout (ABI 1.5)");
+ZC_STATIC_ASSERT(sizeof(zc_param_shard) == 40, "zc_param_shard layout (ABI 1.9)");
+ZC_STATIC_ASSERT(offsetof(zc_param_shard, groups) == 32, "zc_param_shard.groups (ABI 1.9)");
 ZC_STATIC_ASSERT(sizeof(zc_state_writer) == 40, "zc_state_writer layout");
 ZC_STATIC_ASSERT(offsetof(zc_state_writer, put_tensor_slice) == 32, "zc_state_writer.put_tensor_slice (ABI 1.5)");
 ZC_STATIC_ASSERT(sizeof(zc_state_reader) == 64, "zc_state_reader layout");

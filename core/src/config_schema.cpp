@@ -249,7 +249,8 @@ const std::vector<Field>& fields() {
       typed("distributed.zero_stage", &I::distributed, &DI::zero_stage,
             R"J({"type": "integer", "minimum": 0, "maximum": 1})J",
             "1 = ZeRO-1: each data-parallel rank keeps and updates the optimizer state of its contiguous "
-            "range of the parameters (reduce-scatter, step, all-gather); checkpoints reshard."),
+            "range of the parameters (reduce-scatter, step, all-gather; with expert_parallel, each expert's "
+            "state is split among the ranks that hold it); checkpoints reshard."),
       typed("distributed.expert_parallel", &I::distributed, &DI::expert_parallel,
             R"J({"type": "integer", "minimum": 1})J",
             "Expert parallelism: each group of K consecutive ranks splits the MoE experts K ways (K divides "

@@ -538,10 +538,6 @@ void cross_field(const Lookup& r, const Lookup& raw, const std::vector<ConfigErr
           {"distributed.expert_parallel",
            n2s(*k) + " does not divide hardware.devices (" + n2s(*dev) +
                "): each group of K ranks splits the experts K ways, so the world size must be a multiple of K"});
-    if (auto z = r.i64("distributed.zero_stage"); z && *z == 1)
-      e.push_back({"distributed.zero_stage", "1 with " + ks +
-                                                 " (ZeRO-1 over expert-parallel ranks) is not implemented yet; "
-                                                 "use zero_stage 0 with expert parallelism"});
     // (As written: the default callbacks generate nothing, and the paths are the file's.)
     if (const JsonValue* cbs = raw.get("callbacks"); cbs && cbs->IsArray())
       for (rapidjson::SizeType i = 0; i < cbs->Size(); ++i) {

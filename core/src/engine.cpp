@@ -187,6 +187,7 @@ struct Engine::Impl::Loop {
           // micro-batch order); the replicas' totals are summed once.
           dist::GradientReducer::Options xo;
           xo.bucket_mb = ro.bucket_mb;
+          xo.zero = e.zero();  // ZeRO-1: each replica keeps its shard of the experts' sum
           expert_reducer =
               std::make_unique<dist::GradientReducer>(ed, e.experts->experts(), *e.expert_layout, e.expert_plan, xo);
         }
@@ -312,6 +313,24 @@ struct Engine::Impl::Loop {
     if (expert_reducer) expert_reducer->finish_fast();
   }
 
+  // Under expert parallelism: every rank's experts count in the global norm,
+  // in the one-process order (ExpertSplit), from the reducers' partials (a
+  // ZeRO-1 reducer gathers its shards'). Three collectives, in this order on
+  // every rank: the dense reducer's, the experts' reducer's, the expert
+  // group's.
+  double expert_parallel_norm() {
+    const std::vector<double>& dense = reducer->gathered_partials();
+    const std::vector<double>* mine = &own_expert_partials;
+    if (expert_reducer) {
+      mine = &expert_reducer->gathered_partials();
+    } else {
+      own_expert_partials.clear();
+      core::grad_square_partials(e.experts->experts(), nullptr, nullptr, own_expert_partials);
+    }
+    return e.experts->norm(dense, *mine);
+  }
+  std::vector<double> own_expert_partials;  // W = K: this rank's experts are summed already
+
   // Forward/backward over the micro-batches (loss / step tokens), clip, the
   // non-finite guard, lr, update; advances e.step.
   void forward_backward_update(Step& s) {
@@ -351,13 +370,12 @@ struct Engine::Impl::Loop {
     } else {
       // The global norm (with ZeRO-1 from every rank's shard); each rank
       // scales the gradients it holds summed.
-      // Under expert parallelism every rank's experts count, in the
-      // one-process order (ExpertSplit).
-      s.grad_norm = e.experts ? e.experts->norm() : reducer->norm();
+      s.grad_norm = e.experts ? expert_parallel_norm() : reducer->norm();
       const double coef = core::clip_coefficient(s.grad_norm, tc.clip_grad_norm);
       if (coef < 1.0) {
         reducer->scale(static_cast<float>(coef));
-        if (e.experts) core::scale_grads(e.experts->experts(), static_cast<float>(coef), nullptr, nullptr);
+        if (expert_reducer) expert_reducer->scale(static_cast<float>(coef));
+        else if (e.experts) core::scale_grads(e.experts->experts(), static_cast<float>(coef), nullptr, nullptr);
       }
     }
     trace.span("clip_grad_norm", t0);
@@ -370,10 +388,14 @@ struct Engine::Impl::Loop {
       if (reducer && reducer->zero()) {  // every rank's updated shard to every rank
         t0 = Clock::now();
         reducer->allgather_params();
+        if (expert_reducer) expert_reducer->allgather_params();
         trace.span("allgather_params", t0);
       }
     }
-    if (gather_grads_for_callbacks) reducer->allgather_grads();
+    if (gather_grads_for_callbacks) {
+      reducer->allgather_grads();
+      if (expert_reducer) expert_reducer->allgather_grads();
+    }
     if (reducer) s.comm_ms = reducer->take_comm_ms() + (expert_reducer ? expert_reducer->take_comm_ms() : 0.0);
     e.step = update;
     trace.sample_memory();

@@ -99,11 +99,13 @@ struct Engine::Impl {
   std::unique_ptr<dist::FlatLayout> layout;
   dist::ShardPlan plan;
   std::vector<int64_t> shard_begin, shard_end;
+  std::vector<uint32_t> shard_groups;  // per parameter, its zc_group (ABI 1.9)
   zc_param_shard shard_spec{};
   bool zero() const { return cfg.distributed().zero_stage == 1; }
   // Expert parallelism (distributed.expert_parallel > 1): the model's dense
   // and expert tensors apart (`layout` and `plan` then index the dense ones,
-  // summed over the world), and the experts' own layout over EXPERT_DATA.
+  // summed over the world), and the experts' own layout over EXPERT_DATA
+  // (with ZeRO-1 each list split among its group's ranks).
   std::unique_ptr<dist::ExpertSplit> experts;
   std::unique_ptr<dist::FlatLayout> expert_layout;
   dist::ShardPlan expert_plan;
@@ -141,13 +143,16 @@ struct Engine::Impl {
   void preflight(bool training);
   void create_core_stages(bool training);
   // The flat layout and the shard plan (see `layout`), before the optimizer
-  // is created: with ZeRO-1 the plan follows its shard_granularity.
+  // is created: with ZeRO-1 the plan follows its shard_granularity. Under
+  // expert parallelism, `experts` and the dense and expert layouts and
+  // plans (on this rank alone).
   void plan_shards();
   // The groups and collective service of a run (every rank, in order).
   void make_groups();
-  // Expert parallelism: `experts`, the dense `layout`/`plan` and the
-  // experts' (a collective of each expert group: a start phase of its own,
-  // so that every rank reaches it whatever failed before).
+  // Expert parallelism: every expert-group rank's tensor lists exchanged
+  // and checked (ExpertSplit::exchange; a collective of each expert group: a
+  // start phase of its own, so that every rank reaches it whatever failed
+  // before).
   void split_experts();
   // Several ranks: the train loader hands each rank only its micro-batches
   // (zc_dataloader_table.set_data_shard), when it can (data_sharded).
@@ -191,7 +196,8 @@ struct Engine::Impl {
   // Expert parallelism: each rank's expert tensors of the model's and the
   // optimizer's state, gathered to rank 0 (gather_bytes) over the first
   // expert group (a collective on ranks 0..K-1; the others return at once);
-  // rank 0 gets {model, optimizer} bytes of ranks 1..K-1.
+  // rank 0 gets {model, optimizer} bytes of ranks 1..K-1 (with ZeRO-1 the
+  // optimizer's are empty: the ranks' parts hold that state).
   std::vector<std::pair<std::string, std::string>> gather_expert_state();
   // The checkpoint of every rank's step. The ranks hold the same weights and
   // data position (data parallel, replicated), so rank 0 writes them, as one

@@ -72,7 +72,10 @@ std::vector<std::pair<std::string, std::string>> Engine::Impl::gather_expert_sta
     return std::string(out.begin(), out.end());
   };
   const std::vector<std::string> m = group.gather_bytes(own_experts(model, "model"), 0);
-  const std::vector<std::string> o = group.gather_bytes(own_experts(optimizer, "optimizer"), 0);
+  // (With ZeRO-1 every rank writes its part of the experts' optimizer state
+  // with the dense ones': nothing of it to gather.)
+  const std::vector<std::string> o =
+      zero() ? std::vector<std::string>(m.size()) : group.gather_bytes(own_experts(optimizer, "optimizer"), 0);
   std::vector<std::pair<std::string, std::string>> out;
   if (leader())
     for (size_t q = 1; q < m.size(); ++q) out.emplace_back(m[q], o[q]);
@@ -152,6 +155,10 @@ void Engine::Impl::save_checkpoint_all() {
   // temp folder rank 0 made; rank 0 publishes the folder once every part is
   // there and the pieces tile every tensor. Every step below is agreed on,
   // so a rank that fails makes every rank fail, and none waits forever.
+  // Under expert parallelism the parts hold the experts' state too (each
+  // expert split among its EXPERT_DATA ranks), and the model's experts come
+  // to rank 0 first, as without ZeRO.
+  const auto expert_parts = gather_expert_state();
   dist::Communicator& c = communicator();
   const fs::path root = run_dir / "checkpoints";
   std::string tmp;  // "!" + message: rank 0 could not make it
@@ -210,7 +217,7 @@ void Engine::Impl::save_checkpoint_all() {
     try {
       if (!failure.empty()) throw ckpt::CheckpointError(failure);
       parts.index = ckpt::build_part_index(rank_pieces);
-      save_checkpoint(&parts);
+      save_checkpoint(&parts, experts ? &expert_parts : nullptr);
     } catch (const std::exception& e) {
       outcome = e.what();
       std::error_code ec;

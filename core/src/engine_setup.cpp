@@ -128,19 +128,7 @@ void Engine::Impl::create_core_stages(bool training) {
 }
 
 void Engine::Impl::split_experts() {
-  if (!expert_parallel()) return;
-  zc_param_list params{};
-  check_plugin_call(*model.component(), "params",
-                    model.component()->as<zc_model_table>()->params(model.get(), &params));
-  // The dense tensors are summed over the world, the experts over the ranks
-  // that hold the same experts (ZeRO-1 is refused with expert parallelism
-  // by validation).
-  experts = std::make_unique<dist::ExpertSplit>(params, groups->get(ZC_GROUP_EXPERT));
-  layout = std::make_unique<dist::FlatLayout>(experts->dense());
-  plan = dist::plan_shards(*layout, world_size(), std::vector<int64_t>(experts->dense().count, 1));
-  expert_layout = std::make_unique<dist::FlatLayout>(experts->experts());
-  const dist::Communicator& ed = groups->get(ZC_GROUP_EXPERT_DATA);
-  expert_plan = dist::plan_shards(*expert_layout, ed.size(), std::vector<int64_t>(experts->experts().count, 1));
+  if (experts) experts->exchange(groups->get(ZC_GROUP_EXPERT));
 }
 
 void Engine::Impl::shard_train_data() {
@@ -168,11 +156,9 @@ void Engine::Impl::make_groups() {
 
 void Engine::Impl::plan_shards() {
   if (!zero() && world_size() == 1 && !cfg.training().deterministic) return;  // nothing moves between ranks
-  if (expert_parallel()) return;  // split_experts(), in a start phase of its own
   zc_param_list params{};
   check_plugin_call(*model.component(), "params",
                     model.component()->as<zc_model_table>()->params(model.get(), &params));
-  layout = std::make_unique<dist::FlatLayout>(params);
   std::vector<int64_t> multiples(params.count, 1);
   if (zero()) {
     const Component& oc = registry->require(ZC_KIND_OPTIMIZER, cfg.optimizer().name, "optimizer.name");
@@ -186,12 +172,39 @@ void Engine::Impl::plan_shards() {
     const zc_create_args a = stages->args(opts, {.model = model.ref()});
     check_plugin_call(oc, "shard_granularity", ot->shard_granularity(&a, multiples.data(), multiples.size()));
   }
-  plan = dist::plan_shards(*layout, world_size(), multiples);
   shard_begin.assign(params.count, 0);
   shard_end.assign(params.count, 0);
-  for (size_t i = 0; i < params.count; ++i) plan.tensor_range(*layout, rank(), i, &shard_begin[i], &shard_end[i]);
-  shard_spec =
-      zc_param_shard{sizeof(zc_param_shard), ZC_GROUP_DATA, params.count, shard_begin.data(), shard_end.data()};
+  shard_groups.assign(params.count, ZC_GROUP_DATA);
+  if (!expert_parallel()) {
+    layout = std::make_unique<dist::FlatLayout>(params);
+    plan = dist::plan_shards(*layout, world_size(), multiples);
+    for (size_t i = 0; i < params.count; ++i) plan.tensor_range(*layout, rank(), i, &shard_begin[i], &shard_end[i]);
+  } else {
+    // The dense tensors are summed over the world (DATA) and, with ZeRO-1,
+    // split among all its ranks; the experts are summed over the ranks that
+    // hold the same experts (EXPERT_DATA) and split among those. Each list
+    // has its own flat layout (local: the groups' exchange of the lists,
+    // split_experts(), comes in a phase of its own).
+    experts = std::make_unique<dist::ExpertSplit>(params);
+    std::vector<int64_t> dense_multiples, expert_multiples;
+    for (size_t i = 0; i < params.count; ++i)
+      (experts->dense_index(i) >= 0 ? dense_multiples : expert_multiples).push_back(multiples[i]);
+    layout = std::make_unique<dist::FlatLayout>(experts->dense());
+    plan = dist::plan_shards(*layout, world_size(), dense_multiples);
+    expert_layout = std::make_unique<dist::FlatLayout>(experts->experts());
+    const dist::Communicator& ed = groups->get(ZC_GROUP_EXPERT_DATA);
+    expert_plan = dist::plan_shards(*expert_layout, ed.size(), expert_multiples);
+    for (size_t i = 0, x = 0; i < params.count; ++i) {
+      if (const int64_t d = experts->dense_index(i); d >= 0) {
+        plan.tensor_range(*layout, rank(), static_cast<size_t>(d), &shard_begin[i], &shard_end[i]);
+      } else {
+        expert_plan.tensor_range(*expert_layout, ed.rank(), x++, &shard_begin[i], &shard_end[i]);
+        shard_groups[i] = ZC_GROUP_EXPERT_DATA;
+      }
+    }
+  }
+  shard_spec = zc_param_shard{sizeof(zc_param_shard), ZC_GROUP_DATA,    params.count,
+                              shard_begin.data(),     shard_end.data(), shard_groups.data()};
 }
 
 void Engine::Impl::create_callbacks() {

@@ -596,14 +596,13 @@ TEST(Validate, NotImplementedOptionsAreErrors) {
                    "auto)"}));
   EXPECT_EQ(errs("distributed:\n  zero_stage: 1\n"), Lines{});  // ZeRO-1 (core/src/dist)
   // Expert parallelism: K divides the world; what needs every expert in one
-  // process (ZeRO-1 across the split, decoding) is refused by name.
+  // process (decoding) is refused by name.
   EXPECT_EQ(errs("hardware:\n  devices: 4\ndistributed:\n  expert_parallel: 2\n"), Lines{});
   EXPECT_EQ(errs("hardware:\n  devices: 3\ndistributed:\n  expert_parallel: 2\n"),
             (Lines{"distributed.expert_parallel: 2 does not divide hardware.devices (3): each group of K ranks splits "
                    "the experts K ways, so the world size must be a multiple of K"}));
-  EXPECT_EQ(errs("hardware:\n  devices: 2\ndistributed:\n  expert_parallel: 2\n  zero_stage: 1\n"),
-            (Lines{"distributed.zero_stage: 1 with distributed.expert_parallel = 2 (ZeRO-1 over expert-parallel "
-                   "ranks) is not implemented yet; use zero_stage 0 with expert parallelism"}));
+  // ZeRO-1 combines with it (ABI 1.9: dense parts over DATA, experts' over EXPERT_DATA).
+  EXPECT_EQ(errs("hardware:\n  devices: 2\ndistributed:\n  expert_parallel: 2\n  zero_stage: 1\n"), Lines{});
   EXPECT_EQ(errs("hardware:\n  devices: 2\ndistributed:\n  expert_parallel: 2\ncallbacks:\n  - type: samples\n"),
             (Lines{"callbacks[0].type: 'samples' generates text, which needs every expert in one process, but "
                    "distributed.expert_parallel = 2 splits them over ranks; remove it or set callbacks[0].enabled: "

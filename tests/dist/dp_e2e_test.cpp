@@ -32,6 +32,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -516,7 +517,8 @@ TEST_F(DataParallel, ExpertParallelWithReplicasFollowsOneProcess) {
 // The checkpoint outlives the layout: expert parallel 2 -> one process,
 // one process -> expert parallel 2, expert parallel 2 -> plain data
 // parallel on 2 ranks, and 2 experts per rank on 2 ranks -> 1 per rank on 4
-// (K 2 -> 4), each continuing the uninterrupted run to the bit.
+// (K 2 -> 4), each continuing the uninterrupted run to the bit; the same
+// with ZeRO-1 turned on or off across the change.
 TEST_F(DataParallel, ExpertParallelResumesInAnotherLayout) {
   const Layout straight{0, 4};
   ASSERT_EQ(run(straight, write_config("straight", straight, 8, true, "AdamW", kExpertModel), "straight.log"), 0)
@@ -525,7 +527,12 @@ TEST_F(DataParallel, ExpertParallelResumesInAnotherLayout) {
       {"ep_to_one", {2, 2, false, false, 2}, {0, 4}},
       {"one_to_ep", {0, 4}, {2, 2, false, false, 2}},
       {"ep_to_dp", {2, 2, false, false, 2}, {2, 2}},
-      {"ep2_to_ep4", {2, 2, false, false, 2}, {4, 1, false, false, 4}}};
+      {"ep2_to_ep4", {2, 2, false, false, 2}, {4, 1, false, false, 4}},
+      // ZeRO-1 on and off under expert parallelism, and its parts resharded.
+      {"epz_to_one", {2, 2, true, false, 2}, {0, 4}},
+      {"one_to_epz", {0, 4}, {2, 2, true, false, 2}},
+      {"epz_to_ep", {2, 2, true, false, 2}, {2, 2, false, false, 2}},
+      {"epz2_to_epz4", {2, 2, true, false, 2}, {4, 1, true, false, 4}}};
   for (const auto& [name, from, to] : moves) {
     SCOPED_TRACE(name);
     ASSERT_EQ(run(from, write_config(name, from, 8, true, "AdamW", kExpertModel), name + "_a.log"), 0)
@@ -550,13 +557,67 @@ TEST_F(DataParallel, ExpertParallelRefusals) {
             std::string::npos)
       << log("x3.log");
   EXPECT_EQ(log("x3.log").find("Step 1/2"), std::string::npos);
-  // ZeRO-1 with expert parallelism (validation, in every rank).
-  const Layout zero{2, 1, true, false, 2};
-  EXPECT_EQ(run(zero, write_config("xz", zero, 2, true, "AdamW", kExpertModel), "xz.log", {}, 120), 2);
-  EXPECT_NE(log("xz.log").find("distributed.zero_stage: 1 with distributed.expert_parallel = 2 (ZeRO-1 over "
-                               "expert-parallel ranks) is not implemented yet"),
-            std::string::npos)
-      << log("xz.log");
+}
+
+// ZeRO-1 with expert parallelism (ABI 1.9, zc_param_shard.groups): the
+// dense tensors' optimizer state is split among all ranks (DATA), each
+// expert's among the ranks that hold it (EXPERT_DATA); LAMB's norms and
+// Adafactor's statistics reduce each tensor over its own group. On 2 ranks
+// with K = 2 (every expert on one rank: its part is all of it) the run is
+// one process's to the bit, and so is the checkpoint, whose optimizer state
+// is one part per rank, experts included.
+TEST_F(DataParallel, ExpertParallelWithZeroEqualsOneProcess) {
+  for (const std::string opt : {"AdamW", "LAMB", "Adafactor"}) {
+    SCOPED_TRACE(opt);
+    const Layout one{0, 4}, epz{2, 2, true, false, 2};
+    ASSERT_EQ(run(one, write_config("one_" + opt, one, 6, true, opt, kExpertModel), "one_" + opt + ".log"), 0)
+        << log("one_" + opt + ".log");
+    ASSERT_EQ(run(epz, write_config("epz_" + opt, epz, 6, true, opt, kExpertModel), "epz_" + opt + ".log"), 0)
+        << log("epz_" + opt + ".log");
+    expect_identical("one_" + opt, "epz_" + opt);
+    EXPECT_EQ(losses("epz_" + opt, "grad_norm"), losses("one_" + opt, "grad_norm"));
+    const std::string l = log("epz_" + opt + ".log");
+    EXPECT_NE(l.find("experts split over groups of 2 ranks (4 experts, 2 per rank), ZeRO-1 (optimizer state sharded)"),
+              std::string::npos)
+        << l;
+    const fs::path ck = run_dir("epz_" + opt) / "checkpoints" / "step_6";
+    EXPECT_FALSE(fs::exists(ck / "optimizer.safetensors"));
+    for (int q = 0; q < 2; ++q) EXPECT_TRUE(fs::exists(ck / zcode::ckpt::optimizer_part_name(q, 2))) << q;
+    const auto w = state("epz_" + opt);
+    for (int x = 0; x < 4; ++x) EXPECT_TRUE(w.count("model/layers.1.moe.experts." + std::to_string(x) + ".w2")) << x;
+  }
+}
+
+// Four ranks, K = 2: each expert is held by 2 ranks (EXPERT_DATA), which
+// split its optimizer state; the dense state is split 4 ways. The experts'
+// gradients are summed in another order than one process (as without
+// ZeRO), so the run follows the unsharded 4-rank run: to the bit, since
+// ZeRO-1 changes where each element is updated, not how.
+TEST_F(DataParallel, ExpertParallelWithZeroOverReplicasEqualsUnsharded) {
+  for (const std::string opt : {"AdamW", "Adafactor"}) {
+    SCOPED_TRACE(opt);
+    const Layout ep{4, 1, false, false, 2}, epz{4, 1, true, false, 2};
+    ASSERT_EQ(run(ep, write_config("ep4_" + opt, ep, 6, true, opt, kExpertModel), "ep4_" + opt + ".log"), 0)
+        << log("ep4_" + opt + ".log");
+    ASSERT_EQ(run(epz, write_config("ep4z_" + opt, epz, 6, true, opt, kExpertModel), "ep4z_" + opt + ".log"), 0)
+        << log("ep4z_" + opt + ".log");
+    expect_identical("ep4_" + opt, "ep4z_" + opt);
+    EXPECT_EQ(losses("ep4z_" + opt, "grad_norm"), losses("ep4_" + opt, "grad_norm"));
+    // The state was split: every rank's part holds some of the experts'
+    // state (each expert's among its 2 holders; unsplit, only the 2 ranks
+    // of one expert group would) and some of the dense tensors'.
+    rapidjson::Document idx;
+    idx.Parse(slurp(run_dir("ep4z_" + opt) / "checkpoints" / "step_6" / "optimizer.index.json").c_str());
+    ASSERT_TRUE(idx.IsObject() && idx.HasMember("tensors")) << opt;
+    std::set<std::string> expert_parts, dense_parts;
+    for (const auto& t : idx["tensors"].GetObject()) {
+      const bool expert = std::string(t.name.GetString()).find(".experts.") != std::string::npos;
+      for (const auto& piece : t.value["pieces"].GetArray())
+        (expert ? expert_parts : dense_parts).insert(piece["part"].GetString());
+    }
+    EXPECT_EQ(expert_parts.size(), 4u);
+    EXPECT_EQ(dense_parts.size(), 4u);
+  }
 }
 
 TEST_F(DataParallel, LaunchMismatchesAreRefusedByName) {

@@ -24,48 +24,42 @@ std::vector<int64_t> from_bytes(const std::string& s) {
 
 }  // namespace
 
-ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group) : group_(expert_group) {
+ExpertSplit::ExpertSplit(const zc_param_list& params) {
   const size_t n = params.count;
   dense_of_.assign(n, -1);
   // Per tensor: numel for a dense tensor, -1 - numel for an expert (so a
-  // zero-size expert stays one). A problem found here is raised only after
-  // the exchange below, which every group rank must reach.
-  std::vector<int64_t> desc;
-  std::string names;  // this rank's expert names, '\n'-separated
-  std::string problem;
+  // zero-size expert stays one).
   for (size_t i = 0; i < n; ++i) {
     const zc_param& p = params.params[i];
     const DLTensor* g = p.grad;
-    if (!g || g->device.device_type != kDLCPU || g->dtype.code != kDLFloat || g->dtype.bits != 32) {
-      if (problem.empty())
-        problem = std::string("expert parallelism: gradient of '") + (p.name ? p.name : "?") +
-                  "' is not a float32 CPU tensor";
-      desc.push_back(0);
-      continue;
-    }
+    if (!g || g->device.device_type != kDLCPU || g->dtype.code != kDLFloat || g->dtype.bits != 32)
+      throw std::invalid_argument(std::string("expert parallelism: gradient of '") + (p.name ? p.name : "?") +
+                                  "' is not a float32 CPU tensor");
     const bool expert = (p.flags & ZC_PARAM_EXPERT) != 0;
-    desc.push_back(expert ? -1 - sdk::numel(*g) : sdk::numel(*g));
+    desc_.push_back(expert ? -1 - sdk::numel(*g) : sdk::numel(*g));
     if (expert) {
       expert_.push_back(p);
       local_names_.insert(p.name ? p.name : "");
-      names += std::string(p.name ? p.name : "") + '\n';
+      names_ += std::string(p.name ? p.name : "") + '\n';
     } else {
       dense_of_[i] = static_cast<int64_t>(dense_.size());
       dense_.push_back(p);
     }
   }
-  if (problem.empty() && expert_.empty())
-    problem = "distributed.expert_parallel > 1: the model lists no expert tensor (ZC_PARAM_EXPERT) on rank " +
-              std::to_string(group_.rank()) +
-              " of its expert group; expert parallelism needs a mixture-of-experts model";
+  if (expert_.empty())
+    throw std::invalid_argument(
+        "distributed.expert_parallel > 1: the model lists no expert tensor (ZC_PARAM_EXPERT); expert parallelism "
+        "needs a mixture-of-experts model");
   dense_list_ = zc_param_list{dense_.data(), dense_.size()};
   expert_list_ = zc_param_list{expert_.data(), expert_.size()};
+}
 
+void ExpertSplit::exchange(Communicator& expert_group) {
+  group_ = &expert_group;
   // Every group rank's list and expert names (once, at setup).
-  const std::vector<std::string> all_desc = group_.allgather_bytes(to_bytes(desc));
-  const std::vector<std::string> all_names = group_.allgather_bytes(names);
-  if (!problem.empty()) throw std::invalid_argument(problem);
-  const int K = group_.size(), me = group_.rank();
+  const std::vector<std::string> all_desc = group_->allgather_bytes(to_bytes(desc_));
+  const std::vector<std::string> all_names = group_->allgather_bytes(names_);
+  const int K = group_->size(), me = group_->rank();
   for (int q = 0; q < K; ++q) {
     if (q == me) continue;
     const std::string& s = all_names[static_cast<size_t>(q)];
@@ -128,13 +122,12 @@ ExpertSplit::ExpertSplit(const zc_param_list& params, Communicator& expert_group
   size_t total = 0;
   for (size_t c : partial_counts_) total += c;
   all_.assign(total, 0.0);
-  mine_.reserve(partial_counts_[static_cast<size_t>(me)]);
-  size_t dense_blocks = 0;
+  dense_block_.clear();
+  dense_blocks_ = 0;
   for (const zc_param& p : dense_) {
-    dense_block_.push_back(dense_blocks);
-    dense_blocks += static_cast<size_t>(kernels::sum_blocks(sdk::numel(*p.grad)));
+    dense_block_.push_back(dense_blocks_);
+    dense_blocks_ += static_cast<size_t>(kernels::sum_blocks(sdk::numel(*p.grad)));
   }
-  dense_partials_.reserve(dense_blocks);
 }
 
 void ExpertSplit::zero_dense_grads() const {
@@ -155,19 +148,21 @@ bool ExpertSplit::matches(const std::unordered_set<std::string>& names, std::str
 bool ExpertSplit::is_local_expert(std::string_view tensor) const { return matches(local_names_, tensor); }
 bool ExpertSplit::is_foreign_expert(std::string_view tensor) const { return matches(foreign_names_, tensor); }
 
-double ExpertSplit::norm() {
-  dense_partials_.clear();
-  core::grad_square_partials(dense_list_, nullptr, nullptr, dense_partials_);
-  mine_.clear();
-  core::grad_square_partials(expert_list_, nullptr, nullptr, mine_);
-  group_.allgatherv(mine_.data(), all_.data(), partial_counts_, DType::kF64);
+double ExpertSplit::norm(const std::vector<double>& dense_partials, const std::vector<double>& expert_partials) {
+  if (!group_) throw std::logic_error("ExpertSplit::norm before exchange()");
+  if (dense_partials.size() != dense_blocks_ || expert_partials.size() != partial_counts_[group_->rank()])
+    throw std::invalid_argument("ExpertSplit::norm: " + std::to_string(dense_partials.size()) + " dense and " +
+                                std::to_string(expert_partials.size()) + " expert partials, expected " +
+                                std::to_string(dense_blocks_) + " and " +
+                                std::to_string(partial_counts_[group_->rank()]));
+  group_->allgatherv(expert_partials.data(), all_.data(), partial_counts_, DType::kF64);
   double total = 0.0;  // core::grad_norm's left fold, in the one-process order
   for (int64_t e : order_) {
     if (e >= 0) {
       const size_t first = dense_block_[static_cast<size_t>(e)];
-      const size_t end = static_cast<size_t>(e) + 1 < dense_block_.size() ? dense_block_[static_cast<size_t>(e) + 1]
-                                                                          : dense_partials_.size();
-      for (size_t b = first; b < end; ++b) total += dense_partials_[b];
+      const size_t end =
+          static_cast<size_t>(e) + 1 < dense_block_.size() ? dense_block_[static_cast<size_t>(e) + 1] : dense_blocks_;
+      for (size_t b = first; b < end; ++b) total += dense_partials[b];
     } else {
       const size_t slot = static_cast<size_t>(-1 - e);
       for (size_t b = 0; b < expert_blocks_n_[slot]; ++b) total += all_[expert_block_[slot] + b];

@@ -1,6 +1,7 @@
 // gradient_reducer.cpp: see zcode/core/dist/gradient_reducer.h.
 #include <zcode/core/dist/gradient_reducer.h>
 #include <zcode/core/train_step.h>
+#include <zcode/sdk/host.h>
 
 #include <zcode/kernels/block_sum.h>
 
@@ -61,6 +62,11 @@ GradientReducer::GradientReducer(Communicator& comm, const zc_param_list& params
     for (size_t c : partial_counts_) total += c;
     partials_.reserve(partial_counts_[static_cast<size_t>(me)]);
     all_partials_.assign(total, 0.0);
+  } else {
+    size_t total = 0;
+    for (size_t i = 0; i < params_.count; ++i)
+      total += static_cast<size_t>(kernels::sum_blocks(sdk::numel(*params_.params[i].grad)));
+    all_partials_.reserve(total);
   }
   if (opts_.deterministic) {
     shard_.assign(my_hi_ - my_lo_, 0.0f);
@@ -218,15 +224,24 @@ void GradientReducer::finish() {
 
 // ---- after the sum -------------------------------------------------------------
 
-double GradientReducer::norm() {
-  if (!opts_.zero) return core::grad_norm(params_);
+const std::vector<double>& GradientReducer::gathered_partials() {
+  if (!opts_.zero) {
+    all_partials_.clear();
+    core::grad_square_partials(params_, nullptr, nullptr, all_partials_);
+    return all_partials_;
+  }
   partials_.clear();
   core::grad_square_partials(params_, my_begin_.data(), my_end_.data(), partials_);
   {
     CommTimer t{comm_ms_};
     comm_.allgatherv(partials_.data(), all_partials_.data(), partial_counts_, DType::kF64);
   }
-  return std::sqrt(kernels::fold(all_partials_.data(), static_cast<int64_t>(all_partials_.size())));
+  return all_partials_;
+}
+double GradientReducer::norm() {
+  if (!opts_.zero) return core::grad_norm(params_);
+  const std::vector<double>& p = gathered_partials();
+  return std::sqrt(kernels::fold(p.data(), static_cast<int64_t>(p.size())));
 }
 
 void GradientReducer::scale(float c) {

@@ -124,8 +124,8 @@ Adafactor::Adafactor(const sdk::CreateContext& ctx)
   }
   mean_r_.assign(static_cast<size_t>(max_batch), 0.0);
   const sdk::Collectives* comm = sharded_ ? &comm_ : nullptr;
-  sums_a_.init(slots_, lo_, full_n_, block_a, width_a, comm, group_, estimate_only_);
-  sums_b_.init(slots_, lo_, full_n_, block_a, width_b, comm, group_, estimate_only_);
+  sums_a_.init(slots_, lo_, full_n_, block_a, width_a, comm, groups_, estimate_only_);
+  sums_b_.init(slots_, lo_, full_n_, block_a, width_b, comm, groups_, estimate_only_);
 }
 
 void Adafactor::shard_granularity(const sdk::CreateContext& ctx, std::span<int64_t> out) {

@@ -24,7 +24,7 @@ Lamb::Lamb(const sdk::CreateContext& ctx)
     v_.push_back(add_buffer(i, "exp_avg_sq", slots_[i].shape));
   }
   norms_.init(slots_, lo_, full_n_, std::vector<int64_t>(slots_.size(), kernels::kSumBlock),
-              std::vector<int64_t>(slots_.size(), 2), sharded_ ? &comm_ : nullptr, group_, estimate_only_);
+              std::vector<int64_t>(slots_.size(), 2), sharded_ ? &comm_ : nullptr, groups_, estimate_only_);
 }
 
 void Lamb::shard_granularity(const sdk::CreateContext& ctx, std::span<int64_t> out) {

@@ -16,6 +16,7 @@
 #include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <initializer_list>
 #include <string>
@@ -149,6 +150,7 @@ class OptimizerBase : public sdk::Optimizer {
     slots_ = resolve_params(model.params(), groups, weight_decay_, decay_embeddings, "optimizer");
     full_n_.resize(slots_.size());
     lo_.assign(slots_.size(), 0);
+    groups_.assign(slots_.size(), ZC_GROUP_DATA);
     for (size_t i = 0; i < slots_.size(); ++i) full_n_[i] = slots_[i].n;
     if (const zc_param_shard* sh = ctx.shard()) take_shard(*sh);
   }
@@ -249,16 +251,27 @@ class OptimizerBase : public sdk::Optimizer {
   uint64_t step_ = 0;                      // updates applied so far (bias corrections use step_ after the increment)
   bool estimate_only_ = false;             // built by estimate_memory: buffers have shapes, no data
   bool sharded_ = false;                   // created with a zc_param_shard (ZeRO-1)
-  zc_group group_ = ZC_GROUP_DATA;
-  sdk::Collectives comm_;  // reductions over group_ when sharded (one rank otherwise)
+  // Per slot, the ranks that share its parameter (zc_param_shard.groups,
+  // ABI 1.9; DATA for all when not sharded).
+  std::vector<zc_group> groups_;
+  sdk::Collectives comm_;  // reductions over groups_ when sharded (one rank otherwise)
 
  private:
   void take_shard(const zc_param_shard& sh) {
-    if (sh.struct_size < sizeof(zc_param_shard) || sh.count != slots_.size() || (sh.count && (!sh.begin || !sh.end)))
+    // (A host of ABI 1.5 to 1.8 passes the struct without `groups`.)
+    if (sh.struct_size < offsetof(zc_param_shard, groups) || sh.count != slots_.size() ||
+        (sh.count && (!sh.begin || !sh.end)))
       sdk::invalid_argument("optimizer: the shard lists " + std::to_string(sh.count) + " parameters, the model has " +
                             std::to_string(slots_.size()));
     sharded_ = true;
-    group_ = sh.group;
+    const uint32_t* per = ZC_STRUCT_HAS_FIELD(&sh, zc_param_shard, groups) ? sh.groups : nullptr;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const uint32_t g = per ? per[i] : sh.group;
+      if (g > ZC_GROUP_EXPERT_DATA)
+        sdk::invalid_argument("optimizer: the shard of '" + slots_[i].name + "' names group " + std::to_string(g) +
+                              ", not a zc_group");
+      groups_[i] = static_cast<zc_group>(g);
+    }
     comm_ = sdk::Collectives(host_.raw());
     for (size_t i = 0; i < slots_.size(); ++i) {
       ParamSlot& s = slots_[i];

@@ -26,8 +26,7 @@
 // name, or the name followed by "." and a buffer, as optimizers save
 // "<param>.<buffer>").
 //
-// Not thread-safe (the Communicator's one thread). No allocation in norm()
-// after the first call.
+// Not thread-safe (the Communicator's one thread). No allocation in norm().
 #pragma once
 
 #include <zcode/abi.h>
@@ -43,12 +42,18 @@ namespace zcode::dist {
 
 class ExpertSplit {
  public:
-  /// Splits `params` (the model's list; its tensors must stay valid) and exchanges every
-  /// expert-group rank's list over `expert_group` (a collective on that
-  /// group). Throws std::invalid_argument when a gradient is not fp32 CPU,
-  /// when the rank holds no expert tensor, or when the ranks' dense tensors
-  /// differ in number or size (naming the first difference).
-  ExpertSplit(const zc_param_list& params, Communicator& expert_group);
+  /// Splits `params` (the model's list; its tensors must stay valid) into
+  /// dense and expert tensors, on this rank alone (no collective: the
+  /// engine lays out and shards both lists before the optimizer exists).
+  /// Throws std::invalid_argument when a gradient is not fp32 CPU or the
+  /// rank holds no expert tensor.
+  explicit ExpertSplit(const zc_param_list& params);
+  /// Exchanges every expert-group rank's list over `expert_group` (a
+  /// collective on that group, which must outlive this object). Throws
+  /// std::invalid_argument when two ranks hold the same expert or the
+  /// ranks' dense tensors differ in number or size (naming the first
+  /// difference).
+  void exchange(Communicator& expert_group);
 
   /// The dense tensors / this rank's expert tensors, in the model's order.
   const zc_param_list& dense() const { return dense_list_; }
@@ -68,13 +73,21 @@ class ExpertSplit {
   bool is_foreign_expert(std::string_view tensor) const;
 
   /// The one-process global gradient norm of the summed gradients (a
-  /// collective on the expert group; every group rank calls it).
-  double norm();
+  /// collective on the expert group; every group rank calls it) from the
+  /// squared-sum partials (core::grad_square_partials, kSumBlock blocks) of
+  /// every block of dense() and of this rank's experts(), each in list
+  /// order: the reducers' gathered_partials(), which a ZeRO-1 reducer
+  /// gathers from the ranks' shards. Throws std::invalid_argument when the
+  /// counts are not those lists' block counts, std::logic_error before
+  /// exchange().
+  double norm(const std::vector<double>& dense_partials, const std::vector<double>& expert_partials);
 
  private:
   static bool matches(const std::unordered_set<std::string>& names, std::string_view tensor);
 
-  Communicator& group_;
+  Communicator* group_ = nullptr;  // set by exchange()
+  std::vector<int64_t> desc_;      // per tensor: numel (dense) or -1 - numel (expert)
+  std::string names_;              // this rank's expert names, '\n'-separated
   std::vector<zc_param> dense_, expert_;
   zc_param_list dense_list_{}, expert_list_{};
   std::vector<int64_t> dense_of_;
@@ -85,8 +98,9 @@ class ExpertSplit {
   std::vector<int64_t> order_;
   std::vector<size_t> expert_block_, expert_blocks_n_;
   std::vector<size_t> partial_counts_;  // per group rank, its experts' block partials
-  std::vector<double> dense_partials_, mine_, all_;
-  std::vector<size_t> dense_block_;  // per dense tensor, its first partial in dense_partials_
+  std::vector<double> all_;             // every group rank's expert partials
+  std::vector<size_t> dense_block_;     // per dense tensor, its first partial among the dense ones
+  size_t dense_blocks_ = 0;
 };
 
 }  // namespace zcode::dist

@@ -91,6 +91,12 @@ class GradientReducer {
 
   /// The global gradient norm after the sum (a collective with ZeRO).
   double norm();
+  /// The squared sums of every kSumBlock block of the summed gradients
+  /// (core::grad_square_partials), tensor by tensor in list order, as one
+  /// process holding them all computes them: with ZeRO each rank's shard's
+  /// partials, all-gathered (a collective), else this rank's own. Valid
+  /// until the next call; no allocation.
+  const std::vector<double>& gathered_partials();
   /// g ← c·g on the gradients this rank holds summed (all, or its shard).
   void scale(float c);
   /// ZeRO-1 after the optimizer step: every rank's shard of the parameter
