@@ -168,6 +168,16 @@ void Engine::Impl::plan_shards() {
           cfg.origin(), {{"distributed.zero_stage",
                           "1 needs an optimizer that can keep state for a part of the parameters; " + oc.label() +
                               " cannot (its table has no shard_granularity, ABI 1.5); use zero_stage 0"}});
+    // An optimizer built before ABI 1.9 reads one group for every parameter
+    // (zc_param_shard.group) and would reduce the experts' statistics over
+    // the dense tensors' ranks.
+    if (expert_parallel() && oc.file && oc.file->abi_minor < 9)
+      throw ConfigValidationError(
+          cfg.origin(), {{"distributed.zero_stage",
+                          "1 with distributed.expert_parallel = " + std::to_string(cfg.distributed().expert_parallel) +
+                              " needs an optimizer built for ABI 1.9 or newer (zc_param_shard.groups); " + oc.label() +
+                              " is built for ABI 1." + std::to_string(oc.file->abi_minor) +
+                              "; rebuild it against this SDK or use zero_stage 0"}});
     const std::string opts = cfg.section_json("optimizer");
     const zc_create_args a = stages->args(opts, {.model = model.ref()});
     check_plugin_call(oc, "shard_granularity", ot->shard_granularity(&a, multiples.data(), multiples.size()));

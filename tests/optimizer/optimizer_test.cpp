@@ -421,3 +421,69 @@ TEST(Optimizers, EstimateMemoryEqualsTheStateCreateAllocates) {
     EXPECT_EQ(est.parameter_bytes, 0u);
   }
 }
+
+// A ZeRO-1 shard (zc_param_shard) that gives one process every element, with
+// each parameter in its own group (ABI 1.9 `groups`, as under expert
+// parallelism: dense tensors over DATA, experts over EXPERT_DATA): LAMB's
+// norms and Adafactor's statistics are laid out per group, and the steps
+// have the unsharded optimizer's bits. A host of ABI 1.5 to 1.8 passes the
+// struct without `groups` (32 bytes): accepted, one group for all. A
+// shorter struct or a group that is not a zc_group is refused by name.
+TEST(Optimizers, ShardWithPerTensorGroupsStepsLikeUnsharded) {
+  const std::vector<FakeModel::Spec> specs = {{"embed.weight", {8, 6}, ZC_PARAM_EMBEDDING},
+                                              {"layers.0.moe.experts.0.w1", {6, 4}, ZC_PARAM_EXPERT},
+                                              {"layers.0.attn.wq", {6, 6}, 0},
+                                              {"layers.0.moe.experts.1.w1", {6, 4}, ZC_PARAM_EXPERT},
+                                              {"norm.weight", {6}, ZC_PARAM_NO_DECAY}};
+  auto fill = [](FakeModel& m, int step) {
+    for (size_t i = 0; i < m.count(); ++i)
+      for (size_t j = 0; j < m.value(i).size(); ++j) {
+        if (step == 0) m.value(i)[j] = 0.1f * std::sin(1.0f + 0.37f * float(i * 31 + j));
+        m.grad(i)[j] = 0.01f * std::cos(0.5f + 0.11f * float(step * 97 + i * 13 + j));
+      }
+  };
+  std::vector<int64_t> begin(specs.size(), 0), end;
+  for (const auto& sp : specs) {
+    int64_t n = 1;
+    for (int64_t d : sp.shape) n *= d;
+    end.push_back(n);
+  }
+  const std::vector<uint32_t> groups = {ZC_GROUP_DATA, ZC_GROUP_EXPERT_DATA, ZC_GROUP_DATA, ZC_GROUP_EXPERT_DATA,
+                                        ZC_GROUP_DATA};
+  for (const char* name : {"lamb", "adafactor", "adamw"}) {
+    SCOPED_TRACE(name);
+    FakeModel plain(specs), grouped(specs), old_host(specs);
+    const zc_param_shard with_groups{sizeof(zc_param_shard), ZC_GROUP_DATA, specs.size(),
+                                     begin.data(),           end.data(),    groups.data()};
+    zc_param_shard no_groups = with_groups;
+    no_groups.struct_size = offsetof(zc_param_shard, groups);  // an ABI 1.5-1.8 host's struct
+    Opt a(name, "{}", plain), b(name, "{}", grouped, "{}", &with_groups), c(name, "{}", old_host, "{}", &no_groups);
+    ASSERT_EQ(a.error(), "");
+    ASSERT_EQ(b.error(), "");
+    ASSERT_EQ(c.error(), "");
+    for (int step = 0; step < 3; ++step) {
+      for (FakeModel* m : {&plain, &grouped, &old_host}) fill(*m, step);
+      ASSERT_EQ(a.step(1e-2, step + 1), "");
+      ASSERT_EQ(b.step(1e-2, step + 1), "");
+      ASSERT_EQ(c.step(1e-2, step + 1), "");
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(std::memcmp(plain.value(i).data(), grouped.value(i).data(), plain.value(i).size() * 4), 0)
+          << specs[i].name;
+      EXPECT_EQ(std::memcmp(plain.value(i).data(), old_host.value(i).data(), plain.value(i).size() * 4), 0)
+          << specs[i].name;
+    }
+    // The update moved every parameter (the comparison is not of untouched values).
+    EXPECT_NE(plain.value(2)[0], 0.1f * std::sin(1.0f + 0.37f * float(2 * 31)));
+  }
+  FakeModel m(specs);
+  zc_param_shard shorter{sizeof(zc_param_shard), ZC_GROUP_DATA, specs.size(), begin.data(), end.data(), nullptr};
+  shorter.struct_size = 24;
+  EXPECT_EQ(Opt("adamw", "{}", m, "{}", &shorter).error(),
+            "optimizer: the host's zc_param_shard is 24 bytes, shorter than ABI 1.5's 32");
+  std::vector<uint32_t> bad = groups;
+  bad[3] = 7;
+  const zc_param_shard wrong{sizeof(zc_param_shard), ZC_GROUP_DATA, specs.size(), begin.data(), end.data(), bad.data()};
+  EXPECT_EQ(Opt("adamw", "{}", m, "{}", &wrong).error(),
+            "optimizer: the shard of 'layers.0.moe.experts.1.w1' names group 7, not a zc_group");
+}

@@ -232,8 +232,9 @@ inline Plugin& optimizers() {
 /// An optimizer instance created through the C table.
 class Opt {
  public:
-  Opt(const std::string& name, const std::string& options_json, FakeModel& model,
-      const std::string& config_json = "{}") {
+  /// `shard`: a ZeRO-1 part (zc_create_args.shard), NULL for all of it.
+  Opt(const std::string& name, const std::string& options_json, FakeModel& model, const std::string& config_json = "{}",
+      const zc_param_shard* shard = nullptr) {
     const zc_component* c = optimizers().find(name);
     if (!c) throw std::runtime_error("no component " + name);
     t_ = static_cast<const zc_optimizer_table*>(c->table);
@@ -245,6 +246,7 @@ class Opt {
     a.run_dir = "";
     a.model = model.ref();
     a.split = "train";
+    a.shard = shard;
     error_ = take(t_->create(&a, &inst_));
   }
   ~Opt() { t_->destroy(inst_); }

@@ -259,8 +259,10 @@ class OptimizerBase : public sdk::Optimizer {
  private:
   void take_shard(const zc_param_shard& sh) {
     // (A host of ABI 1.5 to 1.8 passes the struct without `groups`.)
-    if (sh.struct_size < offsetof(zc_param_shard, groups) || sh.count != slots_.size() ||
-        (sh.count && (!sh.begin || !sh.end)))
+    if (sh.struct_size < offsetof(zc_param_shard, groups))
+      sdk::invalid_argument("optimizer: the host's zc_param_shard is " + std::to_string(sh.struct_size) +
+                            " bytes, shorter than ABI 1.5's " + std::to_string(offsetof(zc_param_shard, groups)));
+    if (sh.count != slots_.size() || (sh.count && (!sh.begin || !sh.end)))
       sdk::invalid_argument("optimizer: the shard lists " + std::to_string(sh.count) + " parameters, the model has " +
                             std::to_string(slots_.size()));
     sharded_ = true;
