@@ -661,8 +661,10 @@ enum {
  *     batch's expert gradient to what the tensor holds.
  *   - State: save_state's tensors are named after parameters ("<name>" or
  *     "<name>.<buffer>", optimizers alike); the host gathers every rank's
- *     experts into one checkpoint and hides from load_state the experts of
- *     the other group ranks, so a checkpoint loads on any K.
+ *     experts into one checkpoint (with ZeRO-1 the optimizer's parts hold
+ *     the experts' state, each rank writing its slice) and hides from
+ *     load_state the experts of the other group ranks, so a checkpoint
+ *     loads on any K.
  *   - forward_backward, forward_eval and forward_logprobs are collectives of
  *     the expert group: every group rank calls them, the same number of
  *     times, in the same order. Decoding may be refused (glm52 refuses it). */
@@ -906,7 +908,7 @@ typedef struct zc_model_table {
  * same groups: each rank of an expert-parallel job holds experts). */
 typedef struct zc_param_shard {
   uint32_t struct_size;
-  uint32_t group;       /* a zc_group: the ranks that share these parameters */
+  uint32_t group;       /* a zc_group: the ranks that share every parameter (since 1.9: those without groups[i]) */
   size_t count;         /* = the model's params().count */
   const int64_t* begin; /* [count] */
   const int64_t* end;   /* [count] */

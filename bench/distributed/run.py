@@ -12,6 +12,9 @@ layout (--global sequences = batch_size × gradient_accumulation × ranks, micro
     2r1t   mpirun -np 2, 1 thread each (Open MPI binds each rank to a core)
     2r1t_ep2  (moe only) the same with distributed.expert_parallel 2: each rank holds 4 of
            the 8 experts, the routed tokens travel by alltoallv (no goal; beside 2r1t)
+    2r1t_zero1  2r1t with distributed.zero_stage 1: each rank steps AdamW on half the
+           parameters (reduce-scatter, step, all-gather); its efficiency and ratio to DDP are
+           printed beside 2r1t's, which the goals are read on (the default layout)
     1r2t   one process, 2 threads
     and, for the cost model (docs/scaling.md): 1r1t with accumulation 1 and 3, and
     3r1t   mpirun -np 3 --oversubscribe --bind-to none, 1 thread each, global 3×micro
@@ -345,7 +348,9 @@ class Bench:
         g, mb = self.a.global_batch, self.a.micro
         todo = [("1r1t", lambda: self.zcode("1r1t", cfg, 1, 1, g // mb)),
                 ("2r1t", lambda: self.zcode("2r1t", cfg, 2, 1, g // mb // 2)),
-                ("1r2t", lambda: self.zcode("1r2t", cfg, 1, 2, g // mb))]
+                ("1r2t", lambda: self.zcode("1r2t", cfg, 1, 2, g // mb)),
+                ("2r1t_zero1", lambda: self.zcode("2r1t_zero1", cfg, 2, 1, g // mb // 2,
+                                                  extra=["distributed.zero_stage=1"]))]
         if cfg == "moe":  # expert parallelism: 2 ranks, 4 of the 8 experts each
             todo.append(("2r1t_ep2", lambda: self.zcode("2r1t_ep2", cfg, 2, 1, g // mb // 2,
                                                         extra=["distributed.expert_parallel=2"])))
@@ -526,20 +531,25 @@ class Bench:
         headline = []
         for cfg, c in s["configs"].items():
             rows = c["rounds"]
-            ratio = dict(eff=[], vs2t=[], ddp=[], comm=[], ep=[], ep_eff=[], ep_comm=[])
+            ratio = dict(eff=[], vs2t=[], ddp=[], comm=[], ep=[], ep_eff=[], ep_comm=[], z_eff=[], z_ddp=[], z_comm=[])
             for r in rows:
                 x = r["runs"]
                 if "2r1t_ep2" in x:
                     ratio["ep"].append(x["2r1t_ep2"]["tokens_per_s"] / x["2r1t"]["tokens_per_s"])
                     ratio["ep_eff"].append(x["2r1t_ep2"]["tokens_per_s"] / x["1r1t"]["tokens_per_s"] / 2)
                     ratio["ep_comm"].append(x["2r1t_ep2"]["comm_fraction"])
+                if "2r1t_zero1" in x:
+                    ratio["z_eff"].append(x["2r1t_zero1"]["tokens_per_s"] / x["1r1t"]["tokens_per_s"] / 2)
+                    ratio["z_comm"].append(x["2r1t_zero1"]["comm_fraction"])
+                    if "ddp_tuned" in x:
+                        ratio["z_ddp"].append(x["2r1t_zero1"]["tokens_per_s"] / x["ddp_tuned"]["tokens_per_s"])
                 ratio["eff"].append(x["2r1t"]["tokens_per_s"] / x["1r1t"]["tokens_per_s"] / 2)
                 ratio["vs2t"].append(x["2r1t"]["tokens_per_s"] / x["1r2t"]["tokens_per_s"])
                 ratio["comm"].append(x["2r1t"]["comm_fraction"])
                 if "ddp_tuned" in x:
                     ratio["ddp"].append(x["2r1t"]["tokens_per_s"] / x["ddp_tuned"]["tokens_per_s"])
             tok = {k: [r["runs"][k]["tokens_per_s"] for r in rows if k in r["runs"]]
-                   for k in ("1r1t", "2r1t", "2r1t_ep2", "1r2t", "ddp_tuned", "ddp_installed")}
+                   for k in ("1r1t", "2r1t", "2r1t_zero1", "2r1t_ep2", "1r2t", "ddp_tuned", "ddp_installed")}
             print(f"\n{cfg}: tokens/s (min-max over {len(rows)} round(s)): " + "; ".join(
                 f"{k} {min(v):.0f}-{max(v):.0f}" for k, v in tok.items() if v))
 
@@ -555,6 +565,12 @@ class Bench:
             line("2 ranks x 1 thread / 1 rank x 2 threads", ratio["vs2t"], GOALS["vs_threads"])
             line("exposed communication, share of a 2-rank step", ratio["comm"], GOALS["comm"], "{:.3f}", False)
             line("ZCode 2 ranks / PyTorch DDP gloo 2 processes (tuned)", ratio["ddp"], GOALS["vs_ddp"])
+            if ratio["z_eff"]:  # the same layout with ZeRO-1, beside the default
+                print(f"  with zero_stage 1: efficiency {median(ratio['z_eff']):.2f} (rounds "
+                      f"{', '.join(f'{v:.2f}' for v in ratio['z_eff'])}), exposed communication "
+                      f"{median(ratio['z_comm']):.3f}" +
+                      (f", / PyTorch DDP {median(ratio['z_ddp']):.2f}x (rounds "
+                       f"{', '.join(f'{v:.2f}' for v in ratio['z_ddp'])})" if ratio["z_ddp"] else ""))
             if ratio["ep"]:  # no goal in the issue: reported beside data parallel
                 print(f"  expert parallel (2 ranks, 4 of 8 experts each) / data parallel 2 ranks: "
                       f"{median(ratio['ep']):.2f} (rounds {', '.join(f'{v:.2f}' for v in ratio['ep'])}); "

@@ -14,6 +14,8 @@
 #include <zcode/core/dist/launch.h>
 #include <zcode/core/log.h>
 #include <zcode/core/run_dir.h>
+#include <zcode/kernels/block_sum.h>
+#include <zcode/sdk/host.h>
 #include <zcode/sdk/json.h>
 
 #include "dist/step_exchange.h"
@@ -190,6 +192,12 @@ struct Engine::Impl::Loop {
           xo.zero = e.zero();  // ZeRO-1: each replica keeps its shard of the experts' sum
           expert_reducer =
               std::make_unique<dist::GradientReducer>(ed, e.experts->experts(), *e.expert_layout, e.expert_plan, xo);
+        } else {  // (the norm's partials of this rank's experts, computed here: no allocation in a step)
+          size_t blocks = 0;
+          const zc_param_list& x = e.experts->experts();
+          for (size_t i = 0; i < x.count; ++i)
+            blocks += static_cast<size_t>(kernels::sum_blocks(sdk::numel(*x.params[i].grad)));
+          own_expert_partials.reserve(blocks);
         }
       } else {
         reducer = std::make_unique<dist::GradientReducer>(comm, params, *e.layout, e.plan, ro);

@@ -197,13 +197,15 @@ struct Engine::Impl {
   // optimizer's state, gathered to rank 0 (gather_bytes) over the first
   // expert group (a collective on ranks 0..K-1; the others return at once);
   // rank 0 gets {model, optimizer} bytes of ranks 1..K-1 (with ZeRO-1 the
-  // optimizer's are empty: the ranks' parts hold that state).
-  std::vector<std::pair<std::string, std::string>> gather_expert_state();
+  // optimizer's are empty: the ranks' parts hold that state), and in
+  // `failure` (when empty) the first group rank's reason it could not save.
+  std::vector<std::pair<std::string, std::string>> gather_expert_state(std::string* failure);
   // The checkpoint of every rank's step. The ranks hold the same weights and
   // data position (data parallel, replicated), so rank 0 writes them, as one
   // process would; with ZeRO-1 every rank writes its part of the optimizer
   // state first, and rank 0 publishes the folder only when every part is
-  // there (a collective: every rank calls it).
+  // there (a collective: every rank calls it). Rank 0's outcome reaches
+  // every rank: a failed checkpoint throws ckpt::CheckpointError on all.
   void save_checkpoint_all();
   // Loads every stage's state from a verified checkpoint. `only_model` for evaluate/generate.
   void restore(const ckpt::LoadedCheckpoint& ck, bool only_model);

@@ -54,22 +54,28 @@ void add_tensors(sdk::safetensors::Writer& out, const std::string& prefix, const
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> Engine::Impl::gather_expert_state() {
+std::vector<std::pair<std::string, std::string>> Engine::Impl::gather_expert_state(std::string* failure) {
   if (!experts) return {};
   dist::Communicator& group = groups->get(ZC_GROUP_EXPERT);
   // The first expert group (world ranks 0..K-1) holds every expert once.
   if (rank() >= group.size()) return {};
   // Each rank's experts only (the dense tensors are rank 0's own), to rank 0
   // only: the memory a rank adds is its own experts' bytes, rank 0's the
-  // group's (what the checkpoint file holds anyway).
+  // group's (what the checkpoint file holds anyway). A rank whose stage
+  // cannot save sends "!" and the reason ("+" and the bytes otherwise), so
+  // that the collective completes and rank 0 reports it.
   auto own_experts = [&](const StageInstance& st, const char* key) -> std::string {
     if (leader() || !st) return {};
-    sdk::safetensors::Writer kept;
-    ckpt::StateWriterView w(&kept, "", key);
-    w.keep_only([this](std::string_view n) { return experts->is_local_expert(n); });
-    check_plugin_call(*st.component(), "save_state", st.component()->base()->save_state(st.get(), w.get()));
-    const std::vector<uint8_t> out = kept.serialize();
-    return std::string(out.begin(), out.end());
+    try {
+      sdk::safetensors::Writer kept;
+      ckpt::StateWriterView w(&kept, "", key);
+      w.keep_only([this](std::string_view n) { return experts->is_local_expert(n); });
+      check_plugin_call(*st.component(), "save_state", st.component()->base()->save_state(st.get(), w.get()));
+      const std::vector<uint8_t> out = kept.serialize();
+      return "+" + std::string(out.begin(), out.end());
+    } catch (const std::exception& e) {
+      return std::string("!") + e.what();
+    }
   };
   const std::vector<std::string> m = group.gather_bytes(own_experts(model, "model"), 0);
   // (With ZeRO-1 every rank writes its part of the experts' optimizer state
@@ -77,8 +83,15 @@ std::vector<std::pair<std::string, std::string>> Engine::Impl::gather_expert_sta
   const std::vector<std::string> o =
       zero() ? std::vector<std::string>(m.size()) : group.gather_bytes(own_experts(optimizer, "optimizer"), 0);
   std::vector<std::pair<std::string, std::string>> out;
-  if (leader())
-    for (size_t q = 1; q < m.size(); ++q) out.emplace_back(m[q], o[q]);
+  if (!leader()) return out;
+  auto take = [&](const std::string& got, size_t q, const char* what) -> std::string {
+    if (got.empty()) return {};
+    if (got[0] == '!' && failure->empty())
+      *failure = "expert-group rank " + std::to_string(q) + " could not save its experts' " + what +
+                 " state: " + got.substr(1);
+    return got[0] == '+' ? got.substr(1) : std::string();
+  };
+  for (size_t q = 1; q < m.size(); ++q) out.emplace_back(take(m[q], q, "model"), take(o[q], q, "optimizer"));
   return out;
 }
 
@@ -145,10 +158,26 @@ void Engine::Impl::save_checkpoint_all() {
       if (on) c.pause_timeout(false);
     }
   } pause(communicator(), !leader());
+  if (world_size() == 1 && !zero()) {
+    save_checkpoint();
+    return;
+  }
+  // Several ranks: rank 0's outcome goes to every rank (one message), so a
+  // checkpoint that fails fails everywhere at once, with or without ZeRO.
+  std::string outcome;                                             // rank 0's: "" or the error every rank reports
+  std::string expert_failure;                                      // rank 0's: an expert-group rank that could not save
+  const auto expert_parts = gather_expert_state(&expert_failure);  // (expert parallelism: to rank 0 first)
   if (!zero()) {
-    const auto expert_parts = gather_expert_state();  // (expert parallelism: to rank 0 first)
-    if (leader()) save_checkpoint(nullptr, experts ? &expert_parts : nullptr);
-    if (world_size() > 1) communicator().barrier();
+    if (leader()) {
+      try {
+        if (!expert_failure.empty()) throw ckpt::CheckpointError(expert_failure);
+        save_checkpoint(nullptr, experts ? &expert_parts : nullptr);
+      } catch (const std::exception& e) {
+        outcome = e.what();
+      }
+    }
+    communicator().broadcast_bytes(outcome, 0);
+    if (!outcome.empty()) throw ckpt::CheckpointError("checkpoint of step " + std::to_string(step) + ": " + outcome);
     return;
   }
   // ZeRO-1: each rank writes its part of the optimizer state into the
@@ -156,9 +185,8 @@ void Engine::Impl::save_checkpoint_all() {
   // there and the pieces tile every tensor. Every step below is agreed on,
   // so a rank that fails makes every rank fail, and none waits forever.
   // Under expert parallelism the parts hold the experts' state too (each
-  // expert split among its EXPERT_DATA ranks), and the model's experts come
+  // expert split among its EXPERT_DATA ranks), and the model's experts came
   // to rank 0 first, as without ZeRO.
-  const auto expert_parts = gather_expert_state();
   dist::Communicator& c = communicator();
   const fs::path root = run_dir / "checkpoints";
   std::string tmp;  // "!" + message: rank 0 could not make it
@@ -212,9 +240,9 @@ void Engine::Impl::save_checkpoint_all() {
       rank_pieces.emplace_back(sb.GetString(), sb.GetSize());
     }
   }
-  std::string outcome;  // rank 0's: "" or the error every rank reports
   if (leader()) {
     try {
+      if (failure.empty()) failure = expert_failure;
       if (!failure.empty()) throw ckpt::CheckpointError(failure);
       parts.index = ckpt::build_part_index(rank_pieces);
       save_checkpoint(&parts, experts ? &expert_parts : nullptr);

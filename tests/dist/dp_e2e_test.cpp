@@ -592,31 +592,61 @@ TEST_F(DataParallel, ExpertParallelWithZeroEqualsOneProcess) {
 // split its optimizer state; the dense state is split 4 ways. The experts'
 // gradients are summed in another order than one process (as without
 // ZeRO), so the run follows the unsharded 4-rank run: to the bit, since
-// ZeRO-1 changes where each element is updated, not how.
+// ZeRO-1 changes where each element is updated, not how. Each rank of an
+// expert group holds one expert of 3 matrices of 4096 x 32 (131,072
+// elements: two of Adafactor's 65,536-element bands of rows, 32 of the
+// norm's blocks), so its 2 holders split the middle matrix: LAMB's
+// per-expert norms and Adafactor's row and column statistics are gathered
+// across them (top-1 of 2 experts, capacity 1.0: drops). Then a
+// checkpoint of
+// that layout resumes with ZeRO-1 turned off, and one without it resumes
+// with it on, each continuing the unsharded run to the bit.
 TEST_F(DataParallel, ExpertParallelWithZeroOverReplicasEqualsUnsharded) {
-  for (const std::string opt : {"AdamW", "Adafactor"}) {
+  const Layout ep{4, 1, false, false, 2}, epz{4, 1, true, false, 2};
+  auto config = [&](const std::string& name, const Layout& l, const std::string& opt) {
+    const fs::path p = write_config(name, l, 8, true, opt);
+    std::string text = slurp(p);
+    const std::string from = "moe_ffn_hidden: 32";
+    text.replace(text.find(from), from.size(), "moe_ffn_hidden: 4096" + std::string(kExpertModel));
+    const std::string experts = "moe_experts: 4, moe_top_k: 2";
+    text.replace(text.find(experts), experts.size(), "moe_experts: 2, moe_top_k: 1");
+    std::ofstream(p) << text;
+    return p;
+  };
+  for (const std::string opt : {"AdamW", "LAMB", "Adafactor"}) {
     SCOPED_TRACE(opt);
-    const Layout ep{4, 1, false, false, 2}, epz{4, 1, true, false, 2};
-    ASSERT_EQ(run(ep, write_config("ep4_" + opt, ep, 6, true, opt, kExpertModel), "ep4_" + opt + ".log"), 0)
-        << log("ep4_" + opt + ".log");
-    ASSERT_EQ(run(epz, write_config("ep4z_" + opt, epz, 6, true, opt, kExpertModel), "ep4z_" + opt + ".log"), 0)
-        << log("ep4z_" + opt + ".log");
+    ASSERT_EQ(run(ep, config("ep4_" + opt, ep, opt), "ep4_" + opt + ".log"), 0) << log("ep4_" + opt + ".log");
+    ASSERT_EQ(run(epz, config("ep4z_" + opt, epz, opt), "ep4z_" + opt + ".log"), 0) << log("ep4z_" + opt + ".log");
     expect_identical("ep4_" + opt, "ep4z_" + opt);
     EXPECT_EQ(losses("ep4z_" + opt, "grad_norm"), losses("ep4_" + opt, "grad_norm"));
     // The state was split: every rank's part holds some of the experts'
-    // state (each expert's among its 2 holders; unsplit, only the 2 ranks
-    // of one expert group would) and some of the dense tensors'.
+    // state (unsplit, only the 2 ranks of one expert group would) and some
+    // of the dense tensors'; an expert's state is in 2 parts.
     rapidjson::Document idx;
-    idx.Parse(slurp(run_dir("ep4z_" + opt) / "checkpoints" / "step_6" / "optimizer.index.json").c_str());
+    idx.Parse(slurp(run_dir("ep4z_" + opt) / "checkpoints" / "step_8" / "optimizer.index.json").c_str());
     ASSERT_TRUE(idx.IsObject() && idx.HasMember("tensors")) << opt;
     std::set<std::string> expert_parts, dense_parts;
+    size_t expert_pieces = 0;
     for (const auto& t : idx["tensors"].GetObject()) {
       const bool expert = std::string(t.name.GetString()).find(".experts.") != std::string::npos;
       for (const auto& piece : t.value["pieces"].GetArray())
         (expert ? expert_parts : dense_parts).insert(piece["part"].GetString());
+      if (expert) expert_pieces = std::max<size_t>(expert_pieces, t.value["pieces"].Size());
     }
     EXPECT_EQ(expert_parts.size(), 4u);
     EXPECT_EQ(dense_parts.size(), 4u);
+    EXPECT_EQ(expert_pieces, 2u);
+  }
+  for (const auto& [name, from, to] :
+       std::vector<std::tuple<std::string, Layout, Layout>>{{"epz4_to_ep4", epz, ep}, {"ep4_to_epz4", ep, epz}}) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(run(from, config(name, from, "Adafactor"), name + "_a.log"), 0) << log(name + "_a.log");
+    fs::remove_all(run_dir(name) / "checkpoints" / "step_8");
+    std::ofstream(run_dir(name) / "checkpoints" / "latest") << "step_4\n";
+    ASSERT_EQ(run(to, config(name, to, "Adafactor"), name + "_b.log", {"--resume-from", "latest"}), 0)
+        << log(name + "_b.log");
+    EXPECT_NE(log(name + "_b.log").find("Resumed from"), std::string::npos) << log(name + "_b.log");
+    expect_identical("ep4_Adafactor", name);
   }
 }
 

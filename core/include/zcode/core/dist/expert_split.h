@@ -17,10 +17,14 @@
 //   expert tensors  summed over EXPERT_DATA, the W/K ranks that hold the
 //                   same experts (nothing to sum when W = K)
 //   gradient norm   the one-process fold of core::grad_norm's block
-//                   partials: each rank computes its tensors' partials, one
+//                   partials: each reducer gives its tensors' partials
+//                   (with ZeRO-1 gathered from its group's shards), one
 //                   allgatherv over the expert group brings the experts'
 //                   partials of every group rank, and each rank folds the
 //                   dense and expert partials in the one-process order.
+//   ZeRO-1          the dense tensors split among the world, each expert
+//                   among its EXPERT_DATA ranks (two flat layouts; the
+//                   engine's plan_shards).
 // Checkpoints hold every expert under its global name: is_local_expert /
 // is_foreign_expert tell a stage's tensors apart by that name (a parameter's
 // name, or the name followed by "." and a buffer, as optimizers save
