@@ -610,6 +610,9 @@ TEST_F(DataParallel, ExpertParallelWithZeroOverReplicasEqualsUnsharded) {
     text.replace(text.find(from), from.size(), "moe_ffn_hidden: 4096" + std::string(kExpertModel));
     const std::string experts = "moe_experts: 4, moe_top_k: 2";
     text.replace(text.find(experts), experts.size(), "moe_experts: 2, moe_top_k: 1");
+    // The debugger reads every gradient: with ZeRO-1 each reducer gathers
+    // its shards' sums for it (allgather_grads), dense and experts.
+    text += "callbacks:\n  - {type: debugger, every: 1}\n";
     std::ofstream(p) << text;
     return p;
   };
@@ -619,6 +622,12 @@ TEST_F(DataParallel, ExpertParallelWithZeroOverReplicasEqualsUnsharded) {
     ASSERT_EQ(run(epz, config("ep4z_" + opt, epz, opt), "ep4z_" + opt + ".log"), 0) << log("ep4z_" + opt + ".log");
     expect_identical("ep4_" + opt, "ep4z_" + opt);
     EXPECT_EQ(losses("ep4z_" + opt, "grad_norm"), losses("ep4_" + opt, "grad_norm"));
+    // Rank 0's debugger saw the same summed gradients (norms per group and
+    // histograms, its experts included) with and without ZeRO-1.
+    const std::string dbg = slurp(run_dir("ep4_" + opt) / "logs" / "debug.jsonl");
+    EXPECT_EQ(std::count(dbg.begin(), dbg.end(), '\n'), 8) << dbg.substr(0, 400);
+    EXPECT_NE(dbg.find("moe"), std::string::npos);
+    EXPECT_TRUE(dbg == slurp(run_dir("ep4z_" + opt) / "logs" / "debug.jsonl"));
     // The state was split: every rank's part holds some of the experts'
     // state (unsplit, only the 2 ranks of one expert group would) and some
     // of the dense tensors'; an expert's state is in 2 parts.
