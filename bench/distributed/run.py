@@ -271,9 +271,16 @@ class Bench:
                          MALLOC_CONF="dirty_decay_ms:-1,muzzy_decay_ms:-1")
         if not extra["OPENBLAS_CORETYPE"]:
             del extra["OPENBLAS_CORETYPE"]
-        cmd, env = self.launch(argv, ranks, 1, rss, env_extra=extra)
-        l0, t0 = load(), time.time()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+        for attempt in range(3):
+            cmd, env = self.launch(argv, ranks, 1, rss, env_extra=extra)
+            l0, t0 = load(), time.time()
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+            # free_port()'s port can be taken before gloo binds it (another process, a socket
+            # in TIME_WAIT): another port, up to 3 tries.
+            if p.returncode == 0 or "Address already in use" not in p.stdout + p.stderr:
+                break
+            print(f"  (PyTorch DDP: port {extra['MASTER_PORT']} in use; again with another)", flush=True)
+            extra["MASTER_PORT"] = str(free_port())
         if p.returncode != 0:
             tail = "\n".join((p.stdout + p.stderr).splitlines()[-15:])
             raise RunFailed(f"PyTorch DDP ({cfg}, {variant}) failed with exit status {p.returncode}:\n{tail}")
