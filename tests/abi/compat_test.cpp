@@ -1,10 +1,10 @@
-// Plugins built for older ABI minors keep loading and working in today's
-// host: fakes/fake_model.cpp as a 1.2, 1.3, 1.4, 1.5, 1.6, 1.7 and 1.8 (this header's) model
-// plugin, each found through the registry, created with the args the host
-// builds, run, and read through the slots their minor has. A reader that
-// touched a slot past a table's struct_size would call a thunk that fails,
-// and a plugin reading zc_create_args.stream past struct_size would see the
-// sentinel instead of NULL.
+// Plugins built for older ABI minors keep loading and working in today's host:
+// fakes/fake_model.cpp as a 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8 and 1.9 (this
+// header's) model plugin, each found through the registry, created with the
+// args the host builds, run, and read through the slots their minor has. A
+// reader that touched a slot past a table's struct_size would call a thunk that
+// fails, and a plugin reading zc_create_args.stream past struct_size would see
+// the sentinel instead of NULL.
 #include <zcode/core/host_services.h>
 #include <zcode/core/preflight.h>
 #include <zcode/core/registry.h>
@@ -67,14 +67,16 @@ TEST_P(AbiCompat, LoadsWithItsMinorAndItsTableSize) {
   const auto* t = c_->as<zc_model_table>();
   // 1.2 ends after activations, 1.3 after estimate_memory, 1.4 after
   // named_activations; 1.5 appended nothing to the model's table; 1.6 the
-  // slot decoding; 1.7 nothing; 1.8 decode_extend.
+  // slot decoding; 1.7 nothing; 1.8 decode_extend; 1.9 nothing (an
+  // optimizer's zc_param_shard.groups).
   const size_t v14 = offsetof(zc_model_table, decode_slots_begin), v16 = offsetof(zc_model_table, decode_extend);
-  const std::array<size_t, 7> sizes = {offsetof(zc_model_table, estimate_memory),
+  const std::array<size_t, 8> sizes = {offsetof(zc_model_table, estimate_memory),
                                        offsetof(zc_model_table, named_activations),
                                        v14,
                                        v14,
                                        v16,
                                        v16,
+                                       sizeof(zc_model_table),
                                        sizeof(zc_model_table)};
   EXPECT_EQ(t->header.struct_size, sizes[minor - 2]);
   EXPECT_EQ(ZC_TABLE_HAS_SLOT(t, zc_model_table, activations), true);
@@ -185,7 +187,7 @@ TEST(AbiCompatStream, ThePluginReadsTheStreamOnlyWhenStructSizeCoversIt) {
   EXPECT_EQ(stream_seen(zcode::sdk::ModelRef(hs.raw(), without.ref())), nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(Minors, AbiCompat, ::testing::Values(2u, 3u, 4u, 5u, 6u, 7u, 8u),
+INSTANTIATE_TEST_SUITE_P(Minors, AbiCompat, ::testing::Values(2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u),
                          [](const ::testing::TestParamInfo<uint32_t>& p) {
                            return "abi_1_" + std::to_string(p.param);
                          });

@@ -446,25 +446,39 @@ const char* kExpertModel = ", capacity_factor: 1.0, moe_shared_experts: 1";
 TEST_F(DataParallel, ExpertParallelEqualsOneProcess) {
   for (const std::string opt : {"AdamW", "LAMB", "Adafactor"}) {
     SCOPED_TRACE(opt);
-    const Layout one{0, 4}, ep{2, 2, false, false, 2};
+    const Layout one{0, 4};
     ASSERT_EQ(run(one, write_config("one_" + opt, one, 8, true, opt, kExpertModel), "one_" + opt + ".log"), 0)
         << log("one_" + opt + ".log");
-    ASSERT_EQ(run(ep, write_config("ep_" + opt, ep, 8, true, opt, kExpertModel), "ep_" + opt + ".log"), 0)
-        << log("ep_" + opt + ".log");
-    expect_identical("one_" + opt, "ep_" + opt);
-    EXPECT_EQ(val_losses("ep_" + opt), val_losses("one_" + opt));
-    // The global norm folds every rank's experts in the one-process order.
-    EXPECT_EQ(losses("ep_" + opt, "grad_norm"), losses("one_" + opt, "grad_norm"));
-    const std::string l = log("ep_" + opt + ".log");
-    EXPECT_NE(l.find("data parallel, experts split over groups of 2 ranks (4 experts, 2 per rank)"), std::string::npos)
-        << l;
-    // The step line shows the experts' load per expert-group rank; metrics.json has it.
-    EXPECT_NE(l.find(" | expert ranks: 0."), std::string::npos) << l;
-    const std::string metrics = slurp(run_dir("ep_" + opt) / "metrics.json");
-    EXPECT_NE(metrics.find("\"moe_rank_load_1\""), std::string::npos);
-    // Every expert once, under its global name.
-    const auto w = state("ep_" + opt);
-    for (int x = 0; x < 4; ++x) EXPECT_TRUE(w.count("model/layers.1.moe.experts." + std::to_string(x) + ".w2")) << x;
+    // ZeRO-1 too (ABI 1.9, zc_param_shard.groups): the dense tensors' state
+    // split among all ranks (DATA), each expert's among the ranks that hold
+    // it (EXPERT_DATA: here one, so its part is all of it); LAMB's norms and
+    // Adafactor's statistics reduced over each tensor's own group; the
+    // checkpoint's optimizer state one part per rank, experts included.
+    for (const bool zero : {false, true}) {
+      const std::string name = (zero ? "epz_" : "ep_") + opt;
+      SCOPED_TRACE(name);
+      const Layout ep{2, 2, zero, false, 2};
+      ASSERT_EQ(run(ep, write_config(name, ep, 8, true, opt, kExpertModel), name + ".log"), 0) << log(name + ".log");
+      expect_identical("one_" + opt, name);
+      EXPECT_EQ(val_losses(name), val_losses("one_" + opt));
+      // The global norm folds every rank's experts in the one-process order.
+      EXPECT_EQ(losses(name, "grad_norm"), losses("one_" + opt, "grad_norm"));
+      const std::string l = log(name + ".log");
+      EXPECT_NE(l.find(std::string("data parallel, experts split over groups of 2 ranks (4 experts, 2 per rank)") +
+                       (zero ? ", ZeRO-1 (optimizer state sharded)" : "")),
+                std::string::npos)
+          << l;
+      // The step line shows the experts' load per expert-group rank; metrics.json has it.
+      EXPECT_NE(l.find(" | expert ranks: 0."), std::string::npos) << l;
+      const std::string metrics = slurp(run_dir(name) / "metrics.json");
+      EXPECT_NE(metrics.find("\"moe_rank_load_1\""), std::string::npos);
+      // Every expert once, under its global name.
+      const auto w = state(name);
+      for (int x = 0; x < 4; ++x) EXPECT_TRUE(w.count("model/layers.1.moe.experts." + std::to_string(x) + ".w2")) << x;
+      const fs::path ck = run_dir(name) / "checkpoints" / "step_8";
+      EXPECT_EQ(fs::exists(ck / "optimizer.safetensors"), !zero);
+      for (int q = 0; q < 2; ++q) EXPECT_EQ(fs::exists(ck / zcode::ckpt::optimizer_part_name(q, 2)), zero) << q;
+    }
   }
 }
 
@@ -557,35 +571,6 @@ TEST_F(DataParallel, ExpertParallelRefusals) {
             std::string::npos)
       << log("x3.log");
   EXPECT_EQ(log("x3.log").find("Step 1/2"), std::string::npos);
-}
-
-// ZeRO-1 with expert parallelism (ABI 1.9, zc_param_shard.groups): the
-// dense tensors' optimizer state is split among all ranks (DATA), each
-// expert's among the ranks that hold it (EXPERT_DATA); LAMB's norms and
-// Adafactor's statistics reduce each tensor over its own group. On 2 ranks
-// with K = 2 (every expert on one rank: its part is all of it) the run is
-// one process's to the bit, and so is the checkpoint, whose optimizer state
-// is one part per rank, experts included.
-TEST_F(DataParallel, ExpertParallelWithZeroEqualsOneProcess) {
-  for (const std::string opt : {"AdamW", "LAMB", "Adafactor"}) {
-    SCOPED_TRACE(opt);
-    const Layout one{0, 4}, epz{2, 2, true, false, 2};
-    ASSERT_EQ(run(one, write_config("one_" + opt, one, 6, true, opt, kExpertModel), "one_" + opt + ".log"), 0)
-        << log("one_" + opt + ".log");
-    ASSERT_EQ(run(epz, write_config("epz_" + opt, epz, 6, true, opt, kExpertModel), "epz_" + opt + ".log"), 0)
-        << log("epz_" + opt + ".log");
-    expect_identical("one_" + opt, "epz_" + opt);
-    EXPECT_EQ(losses("epz_" + opt, "grad_norm"), losses("one_" + opt, "grad_norm"));
-    const std::string l = log("epz_" + opt + ".log");
-    EXPECT_NE(l.find("experts split over groups of 2 ranks (4 experts, 2 per rank), ZeRO-1 (optimizer state sharded)"),
-              std::string::npos)
-        << l;
-    const fs::path ck = run_dir("epz_" + opt) / "checkpoints" / "step_6";
-    EXPECT_FALSE(fs::exists(ck / "optimizer.safetensors"));
-    for (int q = 0; q < 2; ++q) EXPECT_TRUE(fs::exists(ck / zcode::ckpt::optimizer_part_name(q, 2))) << q;
-    const auto w = state("epz_" + opt);
-    for (int x = 0; x < 4; ++x) EXPECT_TRUE(w.count("model/layers.1.moe.experts." + std::to_string(x) + ".w2")) << x;
-  }
 }
 
 // Four ranks, K = 2: each expert is held by 2 ranks (EXPERT_DATA), which
