@@ -14,8 +14,6 @@
 #include <zcode/core/dist/launch.h>
 #include <zcode/core/log.h>
 #include <zcode/core/run_dir.h>
-#include <zcode/kernels/block_sum.h>
-#include <zcode/sdk/host.h>
 #include <zcode/sdk/json.h>
 
 #include "dist/step_exchange.h"
@@ -193,11 +191,7 @@ struct Engine::Impl::Loop {
           expert_reducer =
               std::make_unique<dist::GradientReducer>(ed, e.experts->experts(), *e.expert_layout, e.expert_plan, xo);
         } else {  // (the norm's partials of this rank's experts, computed here: no allocation in a step)
-          size_t blocks = 0;
-          const zc_param_list& x = e.experts->experts();
-          for (size_t i = 0; i < x.count; ++i)
-            blocks += static_cast<size_t>(kernels::sum_blocks(sdk::numel(*x.params[i].grad)));
-          own_expert_partials.reserve(blocks);
+          own_expert_partials.reserve(core::grad_square_block_count(e.experts->experts()));
         }
       } else {
         reducer = std::make_unique<dist::GradientReducer>(comm, params, *e.layout, e.plan, ro);

@@ -68,6 +68,13 @@ void grad_square_partials(const zc_param_list& params, const int64_t* begin, con
   for_each_block(params, begin, end, [&](double p) { out.push_back(p); });
 }
 
+size_t grad_square_block_count(const zc_param_list& params) {
+  size_t n = 0;
+  for (size_t i = 0; i < params.count; ++i)
+    n += static_cast<size_t>(kernels::sum_blocks(numel(*params.params[i].grad)));
+  return n;
+}
+
 double grad_norm(const zc_param_list& params) {
   double total = 0.0;  // the left fold of the blocks' partials
   for_each_block(params, nullptr, nullptr, [&](double p) { total += p; });

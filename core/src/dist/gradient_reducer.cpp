@@ -1,7 +1,6 @@
 // gradient_reducer.cpp: see zcode/core/dist/gradient_reducer.h.
 #include <zcode/core/dist/gradient_reducer.h>
 #include <zcode/core/train_step.h>
-#include <zcode/sdk/host.h>
 
 #include <zcode/kernels/block_sum.h>
 
@@ -63,10 +62,7 @@ GradientReducer::GradientReducer(Communicator& comm, const zc_param_list& params
     partials_.reserve(partial_counts_[static_cast<size_t>(me)]);
     all_partials_.assign(total, 0.0);
   } else {
-    size_t total = 0;
-    for (size_t i = 0; i < params_.count; ++i)
-      total += static_cast<size_t>(kernels::sum_blocks(sdk::numel(*params_.params[i].grad)));
-    all_partials_.reserve(total);
+    all_partials_.reserve(core::grad_square_block_count(params_));
   }
   if (opts_.deterministic) {
     shard_.assign(my_hi_ - my_lo_, 0.0f);

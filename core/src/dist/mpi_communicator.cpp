@@ -224,17 +224,7 @@ class MpiCommunicator final : public Communicator {
     Watchdog::Busy busy(watch_.get(), "MPI_Alltoallv");
     alltoall_ranges_unwatched(send, recv, counts, t);
   }
-  void alltoall_ranges_unwatched(const void* send, void* recv, std::span<const size_t> counts, DType t) {
-    const std::vector<int>& sc = ints_into(sc_, counts, "MPI_Alltoallv");
-    const std::vector<int>& sd = displs_into(sd_, sc);
-    const int mine = sc[static_cast<size_t>(rank_)];
-    rc_.assign(sc.size(), mine);
-    rd_.resize(sc.size());
-    for (size_t q = 0; q < rd_.size(); ++q) rd_[q] = static_cast<int>(q) * mine;
-    const std::vector<int>&rc = rc_, &rd = rd_;
-    check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_),
-          "MPI_Alltoallv");
-  }
+
   void broadcast(void* data, size_t n, DType t, int root) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Bcast");
     check(MPI_Bcast(data, as_int(n, "MPI_Bcast"), mpi_type(t), root, comm_), "MPI_Bcast");
@@ -394,6 +384,18 @@ class MpiCommunicator final : public Communicator {
   std::string library_;
   std::shared_ptr<Watchdog> watch_ = std::make_shared<Watchdog>();  // shared with the groups split from it
   std::vector<int> sc_, sd_, rc_, rd_;                              // scratch of the blocking calls
+  // alltoall_ranges without the watchdog's mark (reduce_scatter makes its own).
+  void alltoall_ranges_unwatched(const void* send, void* recv, std::span<const size_t> counts, DType t) {
+    const std::vector<int>& sc = ints_into(sc_, counts, "MPI_Alltoallv");
+    const std::vector<int>& sd = displs_into(sd_, sc);
+    const int mine = sc[static_cast<size_t>(rank_)];
+    rc_.assign(sc.size(), mine);
+    rd_.resize(sc.size());
+    for (size_t q = 0; q < rd_.size(); ++q) rd_[q] = static_cast<int>(q) * mine;
+    const std::vector<int>&rc = rc_, &rd = rd_;
+    check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_),
+          "MPI_Alltoallv");
+  }
   std::vector<char> fold_;  // reduce_scatter: every rank's piece of this rank's range
   // out[i] = (((p_0[i] op p_1[i]) op p_2[i]) ...), p_q = pieces + q·n.
   template <class T>

@@ -51,6 +51,10 @@ double grad_norm(const zc_param_list& params);
 void grad_square_partials(const zc_param_list& params, const int64_t* begin, const int64_t* end,
                           std::vector<double>& out);
 
+/// How many partials grad_square_partials appends for whole tensors: Σ_i
+/// ceil(numel_i / kSumBlock) (kernels::sum_blocks), the capacity to reserve.
+size_t grad_square_block_count(const zc_param_list& params);
+
 /// g ← c·g for the elements [begin[i], end[i]) of each gradient (NULL:
 /// whole tensors).
 void scale_grads(const zc_param_list& params, float c, const int64_t* begin, const int64_t* end);
