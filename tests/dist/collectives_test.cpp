@@ -86,6 +86,38 @@ TEST(Collectives, NonBlockingFormsGiveTheSameValues) {
   for (double v : all) EXPECT_EQ(v, n * (n + 1) / 2.0);
 }
 
+// ZeRO-1's buckets: uneven ranges, several in flight at once, each finished
+// either by test() (as the reducer's progress does) or by wait().
+TEST(Collectives, NonBlockingReduceScatterWithUnevenCountsInFlightTogether) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::vector<size_t> counts(static_cast<size_t>(n), 1);
+  counts[static_cast<size_t>(n - 1)] = 9;  // the last rank owns most of it
+  const size_t total = static_cast<size_t>(n - 1) + 9;
+  size_t at = 0;
+  for (int q = 0; q < r; ++q) at += counts[static_cast<size_t>(q)];
+  const size_t mine = counts[static_cast<size_t>(r)];
+  std::vector<float> fsend(total);
+  std::vector<int64_t> isend(total);
+  for (size_t i = 0; i < total; ++i) {
+    fsend[i] = static_cast<float>(r * 100) + static_cast<float>(i);
+    isend[i] = (r == 1 ? 1000 : r) + static_cast<int64_t>(i);  // rank 1 holds every maximum
+  }
+  std::vector<float> fsum(mine, -1.0f);
+  std::vector<int64_t> imax(mine, -1);
+  auto a = c.ireduce_scatter(fsend.data(), fsum.data(), counts, DType::kF32, ReduceOp::kSum);
+  auto b = c.ireduce_scatter(isend.data(), imax.data(), counts, DType::kI64, ReduceOp::kMax);
+  for (int spins = 0; !a->test(); ++spins) ASSERT_LT(spins, 100000000) << "test() never completed";
+  EXPECT_TRUE(a->test());  // stays done, and does not fold twice
+  b->wait();
+  b->wait();
+  for (size_t i = 0; i < mine; ++i) {
+    // Σ_q (100q + at + i) = 100·n(n-1)/2 + n·(at + i)
+    EXPECT_EQ(fsum[i], 100.0f * n * (n - 1) / 2 + static_cast<float>(n) * static_cast<float>(at + i)) << i;
+    EXPECT_EQ(imax[i], (n > 1 ? 1000 : 0) + static_cast<int64_t>(at + i)) << i;
+  }
+}
+
 TEST(Collectives, AlltoallRangesDeliverEachRanksPieceInRankOrder) {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();

@@ -571,6 +571,19 @@ TEST_F(DataParallel, ExpertParallelRefusals) {
             std::string::npos)
       << log("x3.log");
   EXPECT_EQ(log("x3.log").find("Step 1/2"), std::string::npos);
+
+  // ZeRO-1 with K = 2 and an optimizer built for ABI 1.8 (no per-parameter
+  // groups: it would reduce the experts' statistics over every rank).
+  const Layout old_optimizer{2, 1, true, false, 2};
+  const fs::path cfg = write_config("x18", old_optimizer, 2, true, "fake_optimizer_1_8", kExpertModel);
+  std::ofstream(cfg, std::ios::app) << "plugin_path: [" << ZCODE_FAKE_OPTIMIZER_DIR << "]\n";
+  EXPECT_NE(run(old_optimizer, cfg, "x18.log", {}, 120), 0);
+  EXPECT_NE(log("x18.log").find("distributed.zero_stage: 1 with distributed.expert_parallel = 2 needs an optimizer "
+                                "built for ABI 1.9 or newer (zc_param_shard.groups); "),
+            std::string::npos)
+      << log("x18.log");
+  EXPECT_NE(log("x18.log").find("is built for ABI 1.8"), std::string::npos) << log("x18.log");
+  EXPECT_EQ(log("x18.log").find("Step 1/2"), std::string::npos);
 }
 
 // Four ranks, K = 2: each expert is held by 2 ranks (EXPERT_DATA), which

@@ -123,6 +123,116 @@ class MpiRequest final : public Request {
   std::vector<int> a_, b_, c_, d_;
 };
 
+// out[i] = (((p_0[i] op p_1[i]) op p_2[i]) ...), p_q = pieces + q·n: every
+// rank's piece of one range, folded in rank order (fixed bits on every run).
+template <class T>
+void fold_ranks_as(const T* pieces, T* out, size_t n, ReduceOp op, int ranks) {
+  if (n == 0) return;
+  std::memcpy(out, pieces, n * sizeof(T));
+  for (int q = 1; q < ranks; ++q) {
+    const T* p = pieces + static_cast<size_t>(q) * n;
+    switch (op) {
+      case ReduceOp::kSum:
+        for (size_t i = 0; i < n; ++i) out[i] += p[i];
+        break;
+      case ReduceOp::kMax:
+        for (size_t i = 0; i < n; ++i) out[i] = std::max(out[i], p[i]);
+        break;
+      case ReduceOp::kMin:
+        for (size_t i = 0; i < n; ++i) out[i] = std::min(out[i], p[i]);
+        break;
+    }
+  }
+}
+void fold_ranks(const void* pieces, void* out, size_t n, DType t, ReduceOp op, int ranks) {
+  switch (t) {
+    case DType::kF32: fold_ranks_as(static_cast<const float*>(pieces), static_cast<float*>(out), n, op, ranks); break;
+    case DType::kF64: fold_ranks_as(static_cast<const double*>(pieces), static_cast<double*>(out), n, op, ranks); break;
+    case DType::kI64:
+      fold_ranks_as(static_cast<const int64_t*>(pieces), static_cast<int64_t*>(out), n, op, ranks);
+      break;
+  }
+}
+
+// Buffers that the non-blocking reduce-scatter's requests borrow and give
+// back, so that a steady step's buckets reuse the ones of the step before.
+// One thread calls the communicator (MPI_THREAD_FUNNELED): no lock.
+class ScratchPool {
+ public:
+  std::vector<char> take(size_t bytes) {
+    std::vector<char> b;
+    if (!free_.empty()) {
+      b = std::move(free_.back());
+      free_.pop_back();
+    }
+    if (b.size() < bytes) b.resize(bytes);
+    return b;
+  }
+  void give(std::vector<char> b) { free_.push_back(std::move(b)); }
+
+ private:
+  std::vector<std::vector<char>> free_;
+};
+
+// ireduce_scatter: an MPI_Ialltoallv of the ranges into borrowed scratch,
+// folded into the output when the exchange completes (in wait() or in the
+// test() that sees it done), as the blocking reduce_scatter does.
+class MpiFoldRequest final : public Request {
+ public:
+  MpiFoldRequest(Watchdog* watch, std::shared_ptr<ScratchPool> pool, void* out, size_t n, DType t, ReduceOp op,
+                 int ranks)
+      : watch_(watch), pool_(std::move(pool)), out_(out), n_(n), t_(t), op_(op), ranks_(ranks) {
+    pieces_ = pool_->take(static_cast<size_t>(ranks) * n * dtype_size(t));
+  }
+  ~MpiFoldRequest() override {
+    if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    pool_->give(std::move(pieces_));
+  }
+  // The arrays stay in this object until the exchange completes, as MPI requires.
+  void start(const void* send, std::vector<int> sc, std::vector<int> sd, int rank, MPI_Comm comm) {
+    sc_ = std::move(sc);
+    sd_ = std::move(sd);
+    rc_.assign(sc_.size(), sc_[static_cast<size_t>(rank)]);
+    rd_.resize(sc_.size());
+    for (size_t q = 0; q < rd_.size(); ++q) rd_[q] = static_cast<int>(q) * rc_[q];
+    check(MPI_Ialltoallv(send, sc_.data(), sd_.data(), mpi_type(t_), pieces_.data(), rc_.data(), rd_.data(),
+                         mpi_type(t_), comm, &req_),
+          "MPI_Ialltoallv");
+  }
+  void wait() override {
+    if (folded_) return;
+    {
+      Watchdog::Busy busy(watch_, "MPI_Ialltoallv (wait)", /*issue=*/false);  // counted when issued
+      check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Ialltoallv (wait)");
+    }
+    finish();
+  }
+  bool test() override {
+    if (folded_) return true;
+    int done = 0;
+    check(MPI_Test(&req_, &done, MPI_STATUS_IGNORE), "MPI_Ialltoallv (test)");
+    if (done) finish();
+    return folded_;
+  }
+
+ private:
+  void finish() {
+    fold_ranks(pieces_.data(), out_, n_, t_, op_, ranks_);
+    folded_ = true;
+  }
+  Watchdog* watch_;
+  std::shared_ptr<ScratchPool> pool_;
+  std::vector<char> pieces_;
+  void* out_;
+  size_t n_;
+  DType t_;
+  ReduceOp op_;
+  int ranks_;
+  bool folded_ = false;
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  std::vector<int> sc_, sd_, rc_, rd_;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   // The world: initialises MPI when nobody did.
@@ -190,17 +300,7 @@ class MpiCommunicator final : public Communicator {
     if (fold_.size() < static_cast<size_t>(size_) * mine * bytes)
       fold_.resize(static_cast<size_t>(size_) * mine * bytes);
     alltoall_ranges_unwatched(send, fold_.data(), counts, t);
-    switch (t) {
-      case DType::kF32:
-        fold_ranks(reinterpret_cast<const float*>(fold_.data()), static_cast<float*>(recv), mine, op);
-        break;
-      case DType::kF64:
-        fold_ranks(reinterpret_cast<const double*>(fold_.data()), static_cast<double*>(recv), mine, op);
-        break;
-      case DType::kI64:
-        fold_ranks(reinterpret_cast<const int64_t*>(fold_.data()), static_cast<int64_t*>(recv), mine, op);
-        break;
-    }
+    fold_ranks(fold_.data(), recv, mine, t, op, size_);
   }
   void allgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     Watchdog::Busy busy(watch_.get(), "MPI_Allgatherv");
@@ -275,14 +375,16 @@ class MpiCommunicator final : public Communicator {
     return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Iallreduce (wait)", std::vector<int>{},
                                         std::vector<int>{});
   }
+  // The non-blocking form of reduce_scatter above (same exchange, same
+  // fold, same bits): MPI_Ireduce_scatter has the same slowness.
   std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
                                            ReduceOp op) override {
-    std::vector<int> c = ints(counts, "MPI_Ireduce_scatter");
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (watch_) watch_->count("MPI_Ireduce_scatter");
-    check(MPI_Ireduce_scatter(send, recv, c.data(), mpi_type(t), mpi_op(op), comm_, &r), "MPI_Ireduce_scatter");
-    return std::make_unique<MpiRequest>(watch_.get(), r, "MPI_Ireduce_scatter (wait)", std::move(c),
-                                        std::vector<int>{});
+    std::vector<int> sc = ints(counts, "MPI_Ialltoallv"), sd = displs(sc);
+    const size_t mine = static_cast<size_t>(sc[static_cast<size_t>(rank_)]);
+    auto r = std::make_unique<MpiFoldRequest>(watch_.get(), pool_, recv, mine, t, op, size_);
+    if (watch_) watch_->count("MPI_Ialltoallv");
+    r->start(send, std::move(sc), std::move(sd), rank_, comm_);
+    return r;
   }
   std::unique_ptr<Request> iallgatherv(const void* mine, void* all, std::span<const size_t> counts, DType t) override {
     std::vector<int> c = ints(counts, "MPI_Iallgatherv"), d = displs(c);
@@ -397,26 +499,7 @@ class MpiCommunicator final : public Communicator {
           "MPI_Alltoallv");
   }
   std::vector<char> fold_;  // reduce_scatter: every rank's piece of this rank's range
-  // out[i] = (((p_0[i] op p_1[i]) op p_2[i]) ...), p_q = pieces + q·n.
-  template <class T>
-  void fold_ranks(const T* pieces, T* out, size_t n, ReduceOp op) const {
-    if (n == 0) return;
-    std::memcpy(out, pieces, n * sizeof(T));
-    for (int q = 1; q < size_; ++q) {
-      const T* p = pieces + static_cast<size_t>(q) * n;
-      switch (op) {
-        case ReduceOp::kSum:
-          for (size_t i = 0; i < n; ++i) out[i] += p[i];
-          break;
-        case ReduceOp::kMax:
-          for (size_t i = 0; i < n; ++i) out[i] = std::max(out[i], p[i]);
-          break;
-        case ReduceOp::kMin:
-          for (size_t i = 0; i < n; ++i) out[i] = std::min(out[i], p[i]);
-          break;
-      }
-    }
-  }
+  std::shared_ptr<ScratchPool> pool_ = std::make_shared<ScratchPool>();  // ireduce_scatter's pieces
 };
 
 }  // namespace
