@@ -178,9 +178,13 @@ def n_buckets(n_elems, elem_bytes, bucket_mb):
 #   t_coll(R) = the reducer's reduce-scatter + all-gather of the flat gradient,
 #               timed alone by bench_mpi_collectives for R ranks (a measured
 #               machine parameter, like a network bandwidth).
-# s models time-sharing (3 ranks on 2 cores); the ranks are assumed not to
-# slow each other otherwise (memory bandwidth not saturated by 2 cores), and
-# the wait for a rank that is late (the engine's comm_ms counts it) is not
+# s models time-sharing (3 ranks on 2 cores). c models the ranks slowing each
+# other on a machine whose every core is busy (shared caches and memory, the
+# hypervisor): c = the step of a plain 1-rank run while another runs on the
+# other core (run.py's 2x1r1t: two at once, no communication) / T1 of its ga,
+# measured in the same round (1 where it was not measured, or on one core):
+#   T_R = c·s·(ga·t_mb + t_fix + t_pack) + t_coll(R)
+# The wait for a rank that is late (the engine's comm_ms counts it) is not
 # modelled: the check below shows how much it is.
 
 ADAMW_STEP_BYTES = 36.0
@@ -209,12 +213,23 @@ def calibrate_cpu(m, micro, seq, one_rank_points):
                 flops_micro_batch=flops_mb, params=p)
 
 
-def predict_cpu(cal, ranks, ga, cores, coll_ms):
+def predict_cpu(cal, ranks, ga, cores, coll_ms, busy=1.0):
     s = max(1.0, ranks / cores)
+    c = busy if ranks > 1 else 1.0
     t_pack = cal["t_fix_ms"] * PACK_BYTES / ADAMW_STEP_BYTES if ranks > 1 else 0.0
-    compute = s * (ga * cal["t_mb_ms"] + cal["t_fix_ms"] + t_pack)
+    compute = c * s * (ga * cal["t_mb_ms"] + cal["t_fix_ms"] + t_pack)
     comm = coll_ms if ranks > 1 else 0.0
-    return dict(step_ms=compute + comm, compute_ms=compute, comm_ms=comm, share=s)
+    return dict(step_ms=compute + comm, compute_ms=compute, comm_ms=comm, share=s, busy=c)
+
+
+def busy_factor(cal, pair_parts, cores):
+    """c of the model above: the median over run.py's two independent runs at once (2x1r1t's
+    parts, each {"ga", "median_step_ms"}) of their step / the calibrated 1-rank step of that ga.
+    1.0 without them."""
+    if not pair_parts or cores < 2:
+        return 1.0
+    return statistics.median(p["median_step_ms"] / predict_cpu(cal, 1, p["ga"], cores, 0.0)["step_ms"]
+                             for p in pair_parts)
 
 
 def check_cpu(summary):
@@ -237,13 +252,14 @@ def check_cpu(summary):
             if len({x for x, _ in pts}) < 2:
                 continue
             cal = calibrate_cpu(m, micro, seq, pts)
-            row = dict(round=rnd["round"], calibration=cal, checks={})
+            busy = busy_factor(cal, runs.get("2x1r1t", {}).get("parts"), cores)
+            row = dict(round=rnd["round"], calibration=cal, busy=busy, checks={})
             for key, ranks in (("2r1t", 2), ("3r1t", 3)):
                 r = runs.get(key)
                 coll = rnd.get("collectives", {}).get(str(ranks))
                 if not r or not r.get("ok") or not coll:
                     continue
-                pred = predict_cpu(cal, ranks, r["ga"], cores, coll["median_ms"])
+                pred = predict_cpu(cal, ranks, r["ga"], cores, coll["median_ms"], busy)
                 meas = r["median_step_ms"]
                 row["checks"][key] = dict(ranks=ranks, ga=r["ga"], predicted_ms=pred["step_ms"], measured_ms=meas,
                                           error=(pred["step_ms"] - meas) / meas, predicted_comm_ms=pred["comm_ms"],
@@ -274,14 +290,16 @@ def pooled_check(m, micro, seq, cores, rounds):
     if len({x for x, _ in pts}) < 2:
         return None
     cal = calibrate_cpu(m, micro, seq, pts)
-    res = dict(points=pts, calibration=cal, checks={})
+    parts = [p for r in rounds for p in r["runs"].get("2x1r1t", {}).get("parts", [])]
+    busy = busy_factor(cal, parts, cores)
+    res = dict(points=pts, calibration=cal, busy=busy, checks={})
     for key, ranks in (("2r1t", 2), ("3r1t", 3)):
         meas = med_of(key)
         colls = [r["collectives"][str(ranks)]["median_ms"] for r in rounds if str(ranks) in r.get("collectives", {})]
         if meas is None or not colls:
             continue
         ga = next(r["runs"][key]["ga"] for r in rounds if key in r["runs"])
-        pred = predict_cpu(cal, ranks, ga, cores, statistics.median(colls))
+        pred = predict_cpu(cal, ranks, ga, cores, statistics.median(colls), busy)
         res["checks"][key] = dict(ranks=ranks, ga=ga, predicted_ms=pred["step_ms"], measured_ms=meas,
                                   error=(pred["step_ms"] - meas) / meas, predicted_comm_ms=pred["comm_ms"],
                                   measured_comm_ms=med_of(key, "median_comm_ms"), compute_ms=pred["compute_ms"])
@@ -295,7 +313,7 @@ def print_check(result):
             c = row["calibration"]
             print(f"  round {row['round']}: micro-batch {c['t_mb_ms']:.0f} ms = {c['gflops']:.1f} GFLOP/s, "
                   f"per-step fixed {c['t_fix_ms']:.0f} ms (= {c['bw_gbs']:.1f} GB/s over "
-                  f"{ADAMW_STEP_BYTES:.0f} B/param)")
+                  f"{ADAMW_STEP_BYTES:.0f} B/param), busy cores x{row['busy']:.3f}")
             for key, ch in row["checks"].items():
                 mc = ch["measured_comm_ms"]
                 print(f"    {ch['ranks']} ranks x 1 thread, ga {ch['ga']}: predicted {ch['predicted_ms']:.0f} ms, "
@@ -310,7 +328,7 @@ def print_check(result):
             c = pooled["calibration"]
             pts = ", ".join(f"ga {x}: {y:.0f} ms" for x, y in pooled["points"])
             print(f"  medians over rounds: 1 rank {pts} -> micro-batch {c['t_mb_ms']:.0f} ms = {c['gflops']:.1f} "
-                  f"GFLOP/s, per-step fixed {c['t_fix_ms']:.0f} ms")
+                  f"GFLOP/s, per-step fixed {c['t_fix_ms']:.0f} ms, busy cores x{pooled['busy']:.3f}")
             for key, ch in pooled["checks"].items():
                 print(f"    {ch['ranks']} ranks: predicted {ch['predicted_ms']:.0f} ms (compute "
                       f"{ch['compute_ms']:.0f}, collectives {ch['predicted_comm_ms']:.0f}), measured "

@@ -16,6 +16,9 @@ layout (--global sequences = batch_size × gradient_accumulation × ranks, micro
            parameters (reduce-scatter, step, all-gather); its efficiency and ratio to DDP are
            printed beside 2r1t's, which the goals are read on (the default layout)
     1r2t   one process, 2 threads
+    2x1r1t two plain 1-rank runs of a 2r1t rank's share at once (taskset to cores 0 and 1), no
+           communication: their tokens/s added up / (2 × 1r1t) is the machine's ceiling for the
+           efficiency (shared caches and memory, the hypervisor), printed beside the goal's figure
     and, for the cost model (docs/scaling.md): 1r1t with accumulation 1 and 3, and
     3r1t   mpirun -np 3 --oversubscribe --bind-to none, 1 thread each, global 3×micro
   the peer: PyTorch DDP over gloo (torch_ddp.py, the model of
@@ -67,6 +70,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import threading
 import time
 
@@ -192,13 +196,15 @@ class Bench:
                 out.append(float("nan"))
         return out
 
-    def zcode(self, label, cfg, ranks, threads, ga, steps=None, extra=(), expect_fail=False):
+    def zcode(self, label, cfg, ranks, threads, ga, steps=None, extra=(), expect_fail=False, core=None):
         steps = steps or self.a.steps
         name = f"{cfg}_{label}_{int(time.time() * 1000) % 100000000}"
         out_dir = os.path.join(self.work, "runs", name)
         rss = os.path.join(self.work, "rss", name)
         argv = self.zcode_cmd(cfg, ranks, threads, ga, steps, out_dir, extra)
         cmd, env = self.launch(argv, ranks, threads, rss)
+        if core is not None:  # a plain run pinned to one core, as mpirun binds a rank
+            cmd = ["taskset", "-c", str(core)] + cmd
         l0, t0 = load(), time.time()
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
         wall = time.time() - t0
@@ -252,6 +258,27 @@ class Bench:
         if not self.a.keep:
             shutil.rmtree(out_dir, ignore_errors=True)
         return res
+
+    def independent_pair(self, cfg, ga):
+        """The machine's own ceiling for 2r1t: two plain 1-rank runs of a 2r1t rank's share (ga
+        micro-batches a step) at once, pinned to cores 0 and 1, with nothing between them. Their
+        tokens/s added up, over 2 × 1r1t, is the efficiency two busy cores allow (shared caches,
+        memory, the hypervisor) before any communication or waiting."""
+        out = [None, None]
+
+        def one(i):
+            out[i] = self.zcode(f"2x1r1t_{i}", cfg, 1, 1, ga, core=i)
+
+        th = [threading.Thread(target=one, args=(i,)) for i in (0, 1)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        if any(r is None for r in out):
+            raise RunFailed(f"2x1r1t ({cfg}): one of the two independent runs failed (its error is above)")
+        return dict(label="2x1r1t", config=cfg, parts=out, tokens_per_s=sum(r["tokens_per_s"] for r in out),
+                    median_step_ms=max(r["median_step_ms"] for r in out), rss_mb=[r["rss_mb"][0] for r in out],
+                    load_before=out[0]["load_before"], load_after=out[0]["load_after"], ok=True)
 
     # ---- the peer --------------------------------------------------------------
 
@@ -358,6 +385,8 @@ class Bench:
                 ("1r2t", lambda: self.zcode("1r2t", cfg, 1, 2, g // mb)),
                 ("2r1t_zero1", lambda: self.zcode("2r1t_zero1", cfg, 2, 1, g // mb // 2,
                                                   extra=["distributed.zero_stage=1"]))]
+        if self.cores >= 2:  # the machine's ceiling for 2r1t
+            todo.insert(3, ("2x1r1t", lambda: self.independent_pair(cfg, g // mb // 2)))
         if cfg == "moe":  # expert parallelism: 2 ranks, 4 of the 8 experts each
             todo.append(("2r1t_ep2", lambda: self.zcode("2r1t_ep2", cfg, 2, 1, g // mb // 2,
                                                         extra=["distributed.expert_parallel=2"])))
@@ -538,7 +567,8 @@ class Bench:
         headline = []
         for cfg, c in s["configs"].items():
             rows = c["rounds"]
-            ratio = dict(eff=[], vs2t=[], ddp=[], comm=[], ep=[], ep_eff=[], ep_comm=[], z_eff=[], z_ddp=[], z_comm=[])
+            ratio = dict(eff=[], vs2t=[], ddp=[], comm=[], ep=[], ep_eff=[], ep_comm=[], z_eff=[], z_ddp=[], z_comm=[],
+                         ceil=[], of_ceil=[])
             for r in rows:
                 x = r["runs"]
                 if "2r1t_ep2" in x:
@@ -551,12 +581,15 @@ class Bench:
                     if "ddp_tuned" in x:
                         ratio["z_ddp"].append(x["2r1t_zero1"]["tokens_per_s"] / x["ddp_tuned"]["tokens_per_s"])
                 ratio["eff"].append(x["2r1t"]["tokens_per_s"] / x["1r1t"]["tokens_per_s"] / 2)
+                if "2x1r1t" in x:
+                    ratio["ceil"].append(x["2x1r1t"]["tokens_per_s"] / x["1r1t"]["tokens_per_s"] / 2)
+                    ratio["of_ceil"].append(x["2r1t"]["tokens_per_s"] / x["2x1r1t"]["tokens_per_s"])
                 ratio["vs2t"].append(x["2r1t"]["tokens_per_s"] / x["1r2t"]["tokens_per_s"])
                 ratio["comm"].append(x["2r1t"]["comm_fraction"])
                 if "ddp_tuned" in x:
                     ratio["ddp"].append(x["2r1t"]["tokens_per_s"] / x["ddp_tuned"]["tokens_per_s"])
             tok = {k: [r["runs"][k]["tokens_per_s"] for r in rows if k in r["runs"]]
-                   for k in ("1r1t", "2r1t", "2r1t_zero1", "2r1t_ep2", "1r2t", "ddp_tuned", "ddp_installed")}
+                   for k in ("1r1t", "2r1t", "2r1t_zero1", "2r1t_ep2", "1r2t", "2x1r1t", "ddp_tuned", "ddp_installed")}
             print(f"\n{cfg}: tokens/s (min-max over {len(rows)} round(s)): " + "; ".join(
                 f"{k} {min(v):.0f}-{max(v):.0f}" for k, v in tok.items() if v))
 
@@ -569,6 +602,11 @@ class Bench:
                 print(f"  {label}: {fmt.format(m)} (rounds {per}); goal {'>=' if higher else '<'} {fmt.format(goal)}: "
                       f"{'met' if met else 'MISSED'}")
             line("efficiency 2 ranks x 1 thread / (2 x 1 rank x 1 thread)", ratio["eff"], GOALS["efficiency"])
+            if ratio["ceil"]:  # no goal: what the machine allows, beside the goal's figure
+                print(f"  the machine's ceiling, 2 independent 1-rank runs at once / (2 x 1 rank x 1 thread): "
+                      f"{median(ratio['ceil']):.2f} (rounds {', '.join(f'{v:.2f}' for v in ratio['ceil'])}); "
+                      f"2 ranks x 1 thread / those two runs: {median(ratio['of_ceil']):.2f} (rounds "
+                      f"{', '.join(f'{v:.2f}' for v in ratio['of_ceil'])})")
             line("2 ranks x 1 thread / 1 rank x 2 threads", ratio["vs2t"], GOALS["vs_threads"])
             line("exposed communication, share of a 2-rank step", ratio["comm"], GOALS["comm"], "{:.3f}", False)
             line("ZCode 2 ranks / PyTorch DDP gloo 2 processes (tuned)", ratio["ddp"], GOALS["vs_ddp"])
