@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "fake_negotiate.h"
+
 #ifndef FAKE_ABI_MINOR
 #error "FAKE_ABI_MINOR (the ABI minor this fake pretends to be built for) must be defined"
 #endif
@@ -139,10 +141,5 @@ constexpr zc_manifest kManifest = {sizeof(zc_manifest), 1, FAKE_NAME, "0.0.1", "
 extern "C" ZC_EXPORT zc_status_code zcode_plugin_negotiate(uint32_t host_major, uint32_t, const zc_host_services* s,
                                                            uint32_t* out_major, uint32_t* out_minor,
                                                            const zc_manifest** out_manifest) {
-  *out_major = ZC_ABI_VERSION_MAJOR;
-  *out_minor = kMinor;
-  *out_manifest = &kManifest;
-  if (host_major != ZC_ABI_VERSION_MAJOR) return ZC_ERR_VERSION;
-  zcode::sdk::detail::g_host = s;
-  return ZC_OK;
+  return zcode_test::fake_negotiate(kMinor, &kManifest, host_major, s, out_major, out_minor, out_manifest);
 }
