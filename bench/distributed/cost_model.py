@@ -222,14 +222,17 @@ def predict_cpu(cal, ranks, ga, cores, coll_ms, busy=1.0):
     return dict(step_ms=compute + comm, compute_ms=compute, comm_ms=comm, share=s, busy=c)
 
 
-def busy_factor(cal, pair_parts, cores):
+def busy_factor(cal, pair_parts, cores, alone=None):
     """c of the model above: the median over run.py's two independent runs at once (2x1r1t's
-    parts, each {"ga", "median_step_ms"}) of their step / the calibrated 1-rank step of that ga.
-    1.0 without them."""
+    parts, each {"ga", "median_step_ms"}) of their step / the step of one run alone at that ga:
+    `alone[ga]` where it was measured (run.py's 1r1t_ga1 for the pair's ga 1), else the
+    calibrated line's (whose error at that ga then lands in c). 1.0 without the pair."""
     if not pair_parts or cores < 2:
         return 1.0
-    return statistics.median(p["median_step_ms"] / predict_cpu(cal, 1, p["ga"], cores, 0.0)["step_ms"]
-                             for p in pair_parts)
+    alone = alone or {}
+    return statistics.median(
+        p["median_step_ms"] / (alone.get(p["ga"]) or predict_cpu(cal, 1, p["ga"], cores, 0.0)["step_ms"])
+        for p in pair_parts)
 
 
 def check_cpu(summary):
@@ -252,7 +255,9 @@ def check_cpu(summary):
             if len({x for x, _ in pts}) < 2:
                 continue
             cal = calibrate_cpu(m, micro, seq, pts)
-            busy = busy_factor(cal, runs.get("2x1r1t", {}).get("parts"), cores)
+            alone = {runs[k]["ga"]: runs[k]["median_step_ms"] for k in ("1r1t_ga1", "1r1t", "1r1t_ga3")
+                     if k in runs and runs[k].get("ok")}
+            busy = busy_factor(cal, runs.get("2x1r1t", {}).get("parts"), cores, alone)
             row = dict(round=rnd["round"], calibration=cal, busy=busy, checks={})
             for key, ranks in (("2r1t", 2), ("3r1t", 3)):
                 r = runs.get(key)
@@ -291,7 +296,7 @@ def pooled_check(m, micro, seq, cores, rounds):
         return None
     cal = calibrate_cpu(m, micro, seq, pts)
     parts = [p for r in rounds for p in r["runs"].get("2x1r1t", {}).get("parts", [])]
-    busy = busy_factor(cal, parts, cores)
+    busy = busy_factor(cal, parts, cores, dict(pts))
     res = dict(points=pts, calibration=cal, busy=busy, checks={})
     for key, ranks in (("2r1t", 2), ("3r1t", 3)):
         meas = med_of(key)

@@ -16,9 +16,10 @@ layout (--global sequences = batch_size × gradient_accumulation × ranks, micro
            parameters (reduce-scatter, step, all-gather); its efficiency and ratio to DDP are
            printed beside 2r1t's, which the goals are read on (the default layout)
     1r2t   one process, 2 threads
-    2x1r1t two plain 1-rank runs of a 2r1t rank's share at once (taskset to cores 0 and 1), no
-           communication: their tokens/s added up / (2 × 1r1t) is the machine's ceiling for the
-           efficiency (shared caches and memory, the hypervisor), printed beside the goal's figure
+    2x1r1t two plain 1-rank runs of a 2r1t rank's share at once (taskset to the first two CPUs
+           this process may use), no communication: their tokens/s added up / (2 × 1r1t) is the
+           machine's ceiling for the efficiency (shared caches and memory, the hypervisor),
+           printed beside the goal's figure (skipped with fewer than 2 CPUs or no taskset)
     and, for the cost model (docs/scaling.md): 1r1t with accumulation 1 and 3, and
     3r1t   mpirun -np 3 --oversubscribe --bind-to none, 1 thread each, global 3×micro
   the peer: PyTorch DDP over gloo (torch_ddp.py, the model of
@@ -70,7 +71,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import threading
 import time
 
@@ -142,6 +142,9 @@ class Bench:
     def __init__(self, a):
         self.a = a
         self.cores = os.cpu_count() or 1
+        # The CPUs this process may run on (a container's cpuset, a parent's taskset): the
+        # independent pair is pinned to the first two of them.
+        self.cpus = sorted(os.sched_getaffinity(0))
         self.env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         self.env.pop("OMP_NUM_THREADS", None)
         if not self.env.get("OPENBLAS_CORETYPE"):
@@ -261,13 +264,15 @@ class Bench:
 
     def independent_pair(self, cfg, ga):
         """The machine's own ceiling for 2r1t: two plain 1-rank runs of a 2r1t rank's share (ga
-        micro-batches a step) at once, pinned to cores 0 and 1, with nothing between them. Their
-        tokens/s added up, over 2 × 1r1t, is the efficiency two busy cores allow (shared caches,
-        memory, the hypervisor) before any communication or waiting."""
+        micro-batches a step) at once, pinned to two CPUs (as mpirun binds 2r1t's ranks), with
+        nothing between them. Their tokens/s added up, over 2 × 1r1t, is the efficiency two busy
+        cores allow (shared caches, memory, the hypervisor; and, as in 2r1t, each run's loader
+        thread shares its pinned core, where the unpinned 1r1t's may use the idle one) before
+        any communication or waiting."""
         out = [None, None]
 
         def one(i):
-            out[i] = self.zcode(f"2x1r1t_{i}", cfg, 1, 1, ga, core=i)
+            out[i] = self.zcode(f"2x1r1t_{i}", cfg, 1, 1, ga, core=self.cpus[i])
 
         th = [threading.Thread(target=one, args=(i,)) for i in (0, 1)]
         for t in th:
@@ -385,7 +390,7 @@ class Bench:
                 ("1r2t", lambda: self.zcode("1r2t", cfg, 1, 2, g // mb)),
                 ("2r1t_zero1", lambda: self.zcode("2r1t_zero1", cfg, 2, 1, g // mb // 2,
                                                   extra=["distributed.zero_stage=1"]))]
-        if self.cores >= 2:  # the machine's ceiling for 2r1t
+        if len(self.cpus) >= 2 and shutil.which("taskset"):  # the machine's ceiling for 2r1t
             todo.insert(3, ("2x1r1t", lambda: self.independent_pair(cfg, g // mb // 2)))
         if cfg == "moe":  # expert parallelism: 2 ranks, 4 of the 8 experts each
             todo.append(("2r1t_ep2", lambda: self.zcode("2r1t_ep2", cfg, 2, 1, g // mb // 2,

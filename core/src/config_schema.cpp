@@ -261,8 +261,8 @@ const std::vector<Field>& fields() {
       typed("distributed.overlap", &I::distributed, &DI::overlap, R"J({"type": "boolean"})J",
             "Start each gradient bucket's reduce-scatter (non-blocking) during the last micro-batch's backward, "
             "as soon as its tensors are final; false: blocking collectives after the backward. Off by default: "
-            "on a 2-core CPU machine Open MPI's non-blocking collectives made the exposed communication 6x "
-            "longer (README, Multi-process training)."),
+            "on a 2-core CPU machine it made no step faster (each core is busy with a rank, so the copies "
+            "move rather than hide; README, Multi-process training)."),
       typed("distributed.timeout_s", &I::distributed, &DI::timeout_s,
             R"J({"type": "integer", "minimum": 1, "maximum": 86400})J",
             "Seconds a blocking collective may wait for a lost or hung rank before the job ends (a "

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <numeric>
 
 namespace {
@@ -108,13 +110,59 @@ TEST(Collectives, NonBlockingReduceScatterWithUnevenCountsInFlightTogether) {
   auto a = c.ireduce_scatter(fsend.data(), fsum.data(), counts, DType::kF32, ReduceOp::kSum);
   auto b = c.ireduce_scatter(isend.data(), imax.data(), counts, DType::kI64, ReduceOp::kMax);
   for (int spins = 0; !a->test(); ++spins) ASSERT_LT(spins, 100000000) << "test() never completed";
-  EXPECT_TRUE(a->test());  // stays done, and does not fold twice
-  b->wait();
   b->wait();
   for (size_t i = 0; i < mine; ++i) {
     // Σ_q (100q + at + i) = 100·n(n-1)/2 + n·(at + i)
     EXPECT_EQ(fsum[i], 100.0f * n * (n - 1) / 2 + static_cast<float>(n) * static_cast<float>(at + i)) << i;
     EXPECT_EQ(imax[i], (n > 1 ? 1000 : 0) + static_cast<int64_t>(at + i)) << i;
+  }
+  // Done is done: later calls (the reducer's wait() after its progress()
+  // saw the request complete) neither fold again nor touch the output.
+  std::fill(fsum.begin(), fsum.end(), -7.0f);
+  std::fill(imax.begin(), imax.end(), int64_t{-7});
+  EXPECT_TRUE(a->test());
+  a->wait();
+  b->wait();
+  EXPECT_TRUE(b->test());
+  for (size_t i = 0; i < mine; ++i) {
+    EXPECT_EQ(fsum[i], -7.0f) << i;
+    EXPECT_EQ(imax[i], -7) << i;
+  }
+}
+
+// Values whose float sum depends on the order (1e8 + 1 - 1e8 is 0 or 1):
+// the blocking and non-blocking forms both fold in rank order, so their
+// bits equal each other and an explicit fold ((p_0 + p_1) + p_2) ...; and
+// min over doubles goes through the same path.
+TEST(Collectives, ReduceScatterFormsFoldInRankOrder) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::vector<size_t> counts(static_cast<size_t>(n), 3);
+  const size_t total = 3 * static_cast<size_t>(n);
+  auto value = [](int q, size_t i) {                // rank q's element i
+    const float big[] = {1e8f, -1e8f, 1.0f, 3.0f};  // 3 ranks, i = 0: (1e8 - 1e8) + 1 = 1, reversed 0
+    return big[(static_cast<size_t>(q) + i) % 4] * (i % 2 ? 1.0f : -1.0f);
+  };
+  std::vector<float> send(total);
+  std::vector<double> dsend(total);
+  for (size_t i = 0; i < total; ++i) {
+    send[i] = value(r, i);
+    dsend[i] = static_cast<double>(r) * 0.5 - static_cast<double>(i);
+  }
+  std::vector<float> blocking(3), nonblocking(3);
+  std::vector<double> dmin(3);
+  c.reduce_scatter(send.data(), blocking.data(), counts, DType::kF32, ReduceOp::kSum);
+  auto rq = c.ireduce_scatter(send.data(), nonblocking.data(), counts, DType::kF32, ReduceOp::kSum);
+  auto dq = c.ireduce_scatter(dsend.data(), dmin.data(), counts, DType::kF64, ReduceOp::kMin);
+  rq->wait();
+  dq->wait();
+  for (size_t i = 0; i < 3; ++i) {
+    const size_t at = 3 * static_cast<size_t>(r) + i;
+    float fold = value(0, at);
+    for (int q = 1; q < n; ++q) fold += value(q, at);
+    EXPECT_EQ(std::memcmp(&blocking[i], &fold, sizeof(float)), 0) << i << ": " << blocking[i] << " vs " << fold;
+    EXPECT_EQ(std::memcmp(&nonblocking[i], &fold, sizeof(float)), 0) << i << ": " << nonblocking[i] << " vs " << fold;
+    EXPECT_EQ(dmin[i], -static_cast<double>(at)) << i;  // rank 0's, the smallest
   }
 }
 

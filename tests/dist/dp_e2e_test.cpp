@@ -352,6 +352,10 @@ TEST_F(DataParallel, FastReductionFollowsOneProcess) {
     EXPECT_NEAR(b.at(1), a.at(1), 1e-6 * a.at(1));
     for (const auto& [step, loss] : a) EXPECT_NEAR(b.at(step), loss, 1e-4 * loss) << "step " << step;
   }
+  // Overlapped or not, a bucket's reduce-scatter is the same exchange and
+  // the same rank-order sum (blocking or non-blocking): the same bits.
+  EXPECT_EQ(losses("two_overlap"), losses("two"));
+  EXPECT_EQ(losses("two_zero_overlap"), losses("two_zero"));
 }
 
 // One logical checkpoint, whatever the number of ranks and ZeRO stage: stop

@@ -154,21 +154,41 @@ void fold_ranks(const void* pieces, void* out, size_t n, DType t, ReduceOp op, i
   }
 }
 
+// Displacements q·n of the *v calls that receive n elements from every
+// rank, checked against MPI's int (size × n may pass it where n does not).
+void equal_displs(std::vector<int>& d, size_t ranks, int n, const char* call) {
+  if (ranks > 0 && static_cast<size_t>(n) * (ranks - 1) > static_cast<size_t>(INT_MAX))
+    throw CommError(std::string(call) + ": " + std::to_string(ranks) + " pieces of " + std::to_string(n) +
+                    " elements, more than MPI's int count holds (use smaller buckets)");
+  d.resize(ranks);
+  for (size_t q = 0; q < ranks; ++q) d[q] = static_cast<int>(q) * n;
+}
+
 // Buffers that the non-blocking reduce-scatter's requests borrow and give
-// back, so that a steady step's buckets reuse the ones of the step before.
-// One thread calls the communicator (MPI_THREAD_FUNNELED): no lock.
+// back, so that a steady step's buckets reuse the ones of the step before:
+// the smallest that fits, so that the pool holds about one buffer per
+// bucket in flight, each of its own size (with distributed.overlap, every
+// bucket: size() × this rank's part of the flat gradient in all). One
+// thread calls the communicator (MPI_THREAD_FUNNELED): no lock.
 class ScratchPool {
  public:
   std::vector<char> take(size_t bytes) {
+    if (bytes == 0) return {};
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->size() >= bytes && (best == free_.end() || it->size() < best->size())) best = it;
+    if (best == free_.end() && !free_.empty()) best = free_.begin();  // none fits: grow one
     std::vector<char> b;
-    if (!free_.empty()) {
-      b = std::move(free_.back());
-      free_.pop_back();
+    if (best != free_.end()) {
+      b = std::move(*best);
+      free_.erase(best);
     }
     if (b.size() < bytes) b.resize(bytes);
     return b;
   }
-  void give(std::vector<char> b) { free_.push_back(std::move(b)); }
+  void give(std::vector<char> b) {
+    if (!b.empty()) free_.push_back(std::move(b));
+  }
 
  private:
   std::vector<std::vector<char>> free_;
@@ -179,9 +199,9 @@ class ScratchPool {
 // test() that sees it done), as the blocking reduce_scatter does.
 class MpiFoldRequest final : public Request {
  public:
-  MpiFoldRequest(Watchdog* watch, std::shared_ptr<ScratchPool> pool, void* out, size_t n, DType t, ReduceOp op,
-                 int ranks)
-      : watch_(watch), pool_(std::move(pool)), out_(out), n_(n), t_(t), op_(op), ranks_(ranks) {
+  MpiFoldRequest(std::shared_ptr<Watchdog> watch, std::shared_ptr<ScratchPool> pool, void* out, size_t n, DType t,
+                 ReduceOp op, int ranks)
+      : watch_(std::move(watch)), pool_(std::move(pool)), out_(out), n_(n), t_(t), op_(op), ranks_(ranks) {
     pieces_ = pool_->take(static_cast<size_t>(ranks) * n * dtype_size(t));
   }
   ~MpiFoldRequest() override {
@@ -193,34 +213,45 @@ class MpiFoldRequest final : public Request {
     sc_ = std::move(sc);
     sd_ = std::move(sd);
     rc_.assign(sc_.size(), sc_[static_cast<size_t>(rank)]);
-    rd_.resize(sc_.size());
-    for (size_t q = 0; q < rd_.size(); ++q) rd_[q] = static_cast<int>(q) * rc_[q];
+    equal_displs(rd_, sc_.size(), sc_[static_cast<size_t>(rank)], "MPI_Ialltoallv");
     check(MPI_Ialltoallv(send, sc_.data(), sd_.data(), mpi_type(t_), pieces_.data(), rc_.data(), rd_.data(),
                          mpi_type(t_), comm, &req_),
           "MPI_Ialltoallv");
   }
   void wait() override {
     if (folded_) return;
+    rethrow_failure();
     {
-      Watchdog::Busy busy(watch_, "MPI_Ialltoallv (wait)", /*issue=*/false);  // counted when issued
-      check(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Ialltoallv (wait)");
+      Watchdog::Busy busy(watch_.get(), kCall, /*issue=*/false);  // counted when issued
+      checked(MPI_Wait(&req_, MPI_STATUS_IGNORE));
     }
     finish();
   }
   bool test() override {
     if (folded_) return true;
+    rethrow_failure();
     int done = 0;
-    check(MPI_Test(&req_, &done, MPI_STATUS_IGNORE), "MPI_Ialltoallv (test)");
+    checked(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
     if (done) finish();
     return folded_;
   }
 
  private:
+  static constexpr const char* kCall = "MPI_Ialltoallv (ireduce_scatter)";
+  // A failed exchange stays failed: its pieces must never be folded.
+  void checked(int rc) {
+    if (rc == MPI_SUCCESS) return;
+    failed_ = true;
+    check(rc, kCall);
+  }
+  void rethrow_failure() const {
+    if (failed_) throw CommError(std::string(kCall) + " failed earlier on this request");
+  }
   void finish() {
     fold_ranks(pieces_.data(), out_, n_, t_, op_, ranks_);
     folded_ = true;
   }
-  Watchdog* watch_;
+  std::shared_ptr<Watchdog> watch_;
   std::shared_ptr<ScratchPool> pool_;
   std::vector<char> pieces_;
   void* out_;
@@ -228,7 +259,7 @@ class MpiFoldRequest final : public Request {
   DType t_;
   ReduceOp op_;
   int ranks_;
-  bool folded_ = false;
+  bool folded_ = false, failed_ = false;
   MPI_Request req_ = MPI_REQUEST_NULL;
   std::vector<int> sc_, sd_, rc_, rd_;
 };
@@ -376,14 +407,14 @@ class MpiCommunicator final : public Communicator {
                                         std::vector<int>{});
   }
   // The non-blocking form of reduce_scatter above (same exchange, same
-  // fold, same bits) instead of MPI_Ireduce_scatter, which made overlapped
-  // steps slower than blocking ones on the 2-core VM (README).
+  // fold, same bits) instead of MPI_Ireduce_scatter: with it, overlapped
+  // steps were slower than blocking ones on the 2-core VM (2026-12-05, README).
   std::unique_ptr<Request> ireduce_scatter(const void* send, void* recv, std::span<const size_t> counts, DType t,
                                            ReduceOp op) override {
     std::vector<int> sc = ints(counts, "MPI_Ialltoallv"), sd = displs(sc);
     const size_t mine = static_cast<size_t>(sc[static_cast<size_t>(rank_)]);
-    auto r = std::make_unique<MpiFoldRequest>(watch_.get(), pool_, recv, mine, t, op, size_);
-    if (watch_) watch_->count("MPI_Ialltoallv");
+    auto r = std::make_unique<MpiFoldRequest>(watch_, pool_, recv, mine, t, op, size_);
+    if (watch_) watch_->count("MPI_Ialltoallv (ireduce_scatter)");
     r->start(send, std::move(sc), std::move(sd), rank_, comm_);
     return r;
   }
@@ -493,8 +524,7 @@ class MpiCommunicator final : public Communicator {
     const std::vector<int>& sd = displs_into(sd_, sc);
     const int mine = sc[static_cast<size_t>(rank_)];
     rc_.assign(sc.size(), mine);
-    rd_.resize(sc.size());
-    for (size_t q = 0; q < rd_.size(); ++q) rd_[q] = static_cast<int>(q) * mine;
+    equal_displs(rd_, sc.size(), mine, "MPI_Alltoallv");
     const std::vector<int>&rc = rc_, &rd = rd_;
     check(MPI_Alltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), comm_),
           "MPI_Alltoallv");

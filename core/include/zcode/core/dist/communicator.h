@@ -50,7 +50,9 @@ enum class ReduceOp { kSum, kMax, kMin };
 size_t dtype_size(DType t);
 
 /// A non-blocking collective in flight; wait() completes it (and throws
-/// CommError when it failed). Destroying an unfinished request waits.
+/// CommError when it failed, and again on every later wait() or test()).
+/// Destroying an unfinished request waits for the transfer, but its output
+/// is then unspecified (a reduce-scatter's sum is made by wait() or test()).
 class Request {
  public:
   virtual ~Request() = default;
