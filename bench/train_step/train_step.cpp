@@ -12,8 +12,8 @@
 // ratios (each round printed too). PyTorch as installed runs in round 1, and
 // peak RSS is round 1's (later rounds start on the heap earlier ones left).
 // The FLOP rate is also paired at step granularity: every timed training step
-// is followed by one in-process cblas_sgemm 2048³ (same threads), and the
-// ratio is the median over those pairs.
+// is followed by one in-process sgemm 2048³ (same threads, the model's GEMM
+// engine: kernels::gemm), and the ratio is the median over those pairs.
 //
 //   bench_train_step [--threads 2] [--steps 10] [--warmup 3] [--rounds 3] [--no-peers] [--config dense|moe|both]
 //                    [--blocking JSON]   (e.g. '{"head_fused_slice": 512}': pins fields of model.blocking)
@@ -170,7 +170,8 @@ Figures measure(const char* name, const std::string& json, int threads, int warm
   double ftr = 0, ffw = 0;
   flops_per_token(cfg, ftr, ffw);
   // The FLOP rate against the sgemm peak, paired in time: each training step
-  // is followed by one in-process cblas_sgemm 2048³ on the same threads, and
+  // is followed by one in-process sgemm 2048³ on the same threads, on the
+  // engine the model's GEMMs run (kernels::gemm: gemm.h), and
   // the ratio is taken per pair (after the RSS reading: the matrices would
   // count in it).
   {
@@ -310,6 +311,7 @@ int main(int argc, char** argv) {
   std::printf("bench_train_step: CPU %s\n", glm52::this_machine().describe().c_str());
   std::printf("bench_train_step: OpenBLAS kernel %s (%s)\n", zcode::kernels::blas_core().c_str(),
               zcode::kernels::prepare_blas_environment().description.c_str());
+  std::printf("bench_train_step: float GEMMs on %s\n", zcode::kernels::gemm_engine_description().c_str());
   std::printf(
       "bench_train_step: batch %d x seq %d, vocab %d, %d threads, OpenBLAS %s build, %d warm-up + %d timed "
       "steps (median)\n",

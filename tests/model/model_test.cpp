@@ -1,6 +1,7 @@
 // glm52 model: gradient accumulation, determinism, KV-cache decoding.
 #include "test_util.h"
 
+#include <zcode/kernels/gemm.h>
 #include <zcode/kernels/threads.h>
 
 #include <omp.h>
@@ -163,6 +164,24 @@ TEST(Determinism, SameSeedSameThreadsBitIdentical) {
 TEST(Determinism, OurKernelsThreadCountIndependent) {
   if (std::string why; !blas_pinnable_or_skip_reason(&why)) GTEST_SKIP() << why;
   const auto a = train(1, kDropping, 1), b = train(2, kDropping, 1);
+  for (size_t i = 0; i < a.first.size(); ++i) EXPECT_EQ(a.first[i], b.first[i]) << "step " << i;
+  EXPECT_EQ(0, std::memcmp(a.second.data(), b.second.data(), a.second.size() * sizeof(float)));
+}
+
+// With kernels::gemm on ZCode's AVX-512 kernel (gemm_avx512.h), whose bits do
+// not depend on the thread count either, the whole step does not: 1 thread
+// against 2, GEMMs included. The dims are large enough that the head's and
+// the experts' GEMMs split across the 2 threads (above the kernel's serial
+// cut-off of 2^21 multiply-adds).
+TEST(Determinism, WholeStepThreadCountIndependentOnOurGemm) {
+  if (zcode::kernels::gemm_engine() != zcode::kernels::GemmEngine::kAvx512)
+    GTEST_SKIP() << "float GEMMs run on " << zcode::kernels::gemm_engine_description()
+                 << ", whose bits depend on the thread count; ctest runs this test again with ZCODE_GEMM=avx512 "
+                    "(model.whole_step_thread_count_avx512_gemm), which needs a CPU with AVX-512F";
+  const char* wide = R"({"vocab_size": 3000, "d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
+    "head_dim": 16, "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 256, "first_dense_layers": 1,
+    "ffn_hidden": 512, "capacity_factor": 1.0, "max_seq_len": 64})";
+  const auto a = train(1, wide), b = train(2, wide);
   for (size_t i = 0; i < a.first.size(); ++i) EXPECT_EQ(a.first[i], b.first[i]) << "step " << i;
   EXPECT_EQ(0, std::memcmp(a.second.data(), b.second.data(), a.second.size() * sizeof(float)));
 }

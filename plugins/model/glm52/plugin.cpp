@@ -4,6 +4,7 @@
 #include "model.h"
 #include "schema.h"
 
+#include <zcode/kernels/gemm.h>
 #include <zcode/kernels/threads.h>
 #include <zcode/sdk/json.h>
 #include <zcode/sdk/plugin.h>
@@ -86,7 +87,7 @@ class Glm52 : public zcode::sdk::Model {
                             " parameters (" + std::to_string(active) + " active per token), " +
                             std::to_string(threads_) + " threads, OpenBLAS " + zcode::kernels::blas_threading());
     host_.info("glm52", "blocking " + cfg_.blocking.to_json() + " for " + glm52::this_machine().describe() +
-                            "; OpenBLAS kernel " + zcode::kernels::blas_core());
+                            "; float GEMMs: " + zcode::kernels::gemm_engine_description());
     if (const std::string w = zcode::kernels::blas_core_warning(); !w.empty()) host_.warn("glm52", w);
     if (zcode::kernels::blas_threading() == "pthread" && threads_ > 1)
       host_.warn("glm52",

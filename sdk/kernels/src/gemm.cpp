@@ -1,10 +1,47 @@
 #include <zcode/kernels/gemm.h>
 
+#include <zcode/kernels/gemm_avx512.h>
+#include <zcode/kernels/isa.h>
+#include <zcode/kernels/threads.h>
+
 #include <cblas.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace zcode::kernels {
 
 namespace {
+
+struct EngineChoice {
+  GemmEngine engine;
+  std::string description;
+};
+
+EngineChoice choose_engine() {
+  const char* env = std::getenv("ZCODE_GEMM");
+  const std::string want = env ? env : "";
+  const std::string core = blas_core();
+  const bool avx512 = isa_supported(Isa::kAvx512f);
+  const bool blas_avx512 = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+  std::string why = "OpenBLAS kernel " + core + "; ZCODE_GEMM" + (env ? "=" + want : std::string(" unset"));
+  if (want == "openblas") return {GemmEngine::kOpenBlas, "OpenBLAS sgemm (" + why + ")"};
+  if (!want.empty() && want != "auto" && want != "avx512") {
+    std::fprintf(stderr, "zcode: ZCODE_GEMM='%s' is not one of openblas, avx512, auto; using auto\n", want.c_str());
+    why += ", not one of openblas, avx512, auto: auto";
+  }
+  const bool ours = avx512 && (want == "avx512" || !blas_avx512);
+  if (ours) return {GemmEngine::kAvx512, "zcode avx512 (" + why + ")"};
+  return {GemmEngine::kOpenBlas,
+          std::string("OpenBLAS sgemm (") + (avx512 ? "" : "no AVX-512F on this CPU; ") + why + ")"};
+}
+
+const EngineChoice& engine_choice() {
+  static const EngineChoice choice = choose_engine();
+  return choice;
+}
+
 template <class T>
 void scale_only(int M, int N, T beta, T* C, int ldc) {
   if (beta == T(1)) return;
@@ -14,10 +51,17 @@ void scale_only(int M, int N, T beta, T* C, int ldc) {
 }
 }  // namespace
 
+GemmEngine gemm_engine() { return engine_choice().engine; }
+
+std::string gemm_engine_description() { return engine_choice().description; }
+
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) return scale_only(M, N, beta, C, ldc);
+  if (engine_choice().engine == GemmEngine::kAvx512 &&
+      sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, openblas_get_num_threads()))
+    return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
               ldb, beta, C, ldc);
 }

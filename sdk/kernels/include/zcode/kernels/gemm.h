@@ -1,16 +1,40 @@
-// zcode/kernels/gemm.h: row-major GEMM over OpenBLAS, for float and double.
+// zcode/kernels/gemm.h: row-major GEMM, for float and double.
 //
-// The double overload exists so that model blocks templated on the float
+// Float runs on one of two engines, chosen once per process (gemm_engine):
+// OpenBLAS's sgemm, or ZCode's own AVX-512 kernel (gemm_avx512.h) on CPUs
+// with AVX-512 whose OpenBLAS runs an AVX2 or older kernel. Double is always
+// OpenBLAS's dgemm; it exists so that model blocks templated on the float
 // type can be gradient-checked in double precision with the same code.
 #pragma once
 
+#include <string>
+
 namespace zcode::kernels {
+
+/// The engine of the float gemm.
+enum class GemmEngine { kOpenBlas, kAvx512 };
+
+/// The float gemm's engine, decided at the first call and kept for the
+/// process (so every GEMM of a run, and of its resume on the same machine,
+/// rounds the same way). The environment variable ZCODE_GEMM picks it:
+/// `openblas`; `avx512` (ZCode's kernel; OpenBLAS where the CPU lacks
+/// AVX-512F); unset, empty or `auto`: `avx512` when the CPU has AVX-512F and
+/// OpenBLAS's kernel family (blas_core) is not one of its AVX-512 ones
+/// (SkylakeX, Cooperlake, SapphireRapids), else `openblas`. Any other value
+/// prints one line to stderr naming it and the accepted ones, and counts as
+/// `auto`.
+GemmEngine gemm_engine();
+
+/// One line for logs and benchmark headers, e.g. "zcode avx512 (OpenBLAS
+/// kernel Haswell; ZCODE_GEMM unset)".
+std::string gemm_engine_description();
 
 /// C[M,N] = alpha · op(A) · op(B) + beta · C, all row-major.
 /// op(A) is [M,K] (A stored [M,K] with lda, or [K,M] when trans_a).
 /// op(B) is [K,N] (B stored [K,N] with ldb, or [N,K] when trans_b).
-/// Calls cblas_sgemm / cblas_dgemm. M, N or K equal to 0 is a no-op except
-/// for the beta scaling of C (K == 0 scales C by beta).
+/// Float: gemm_engine()'s engine (sgemm_avx512 on OpenBLAS's thread count,
+/// or cblas_sgemm); double: cblas_dgemm. M, N or K equal to 0 is a no-op
+/// except for the beta scaling of C (K == 0 scales C by beta).
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
           int ldb, float beta, float* C, int ldc);
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A, int lda, const double* B,
