@@ -54,8 +54,12 @@ Mats make(const Case& c, unsigned seed) {
   return m;
 }
 
-float a_at(const Case& c, const Mats& m, int i, int k) { return c.ta ? m.A[size_t(k) * m.lda + i] : m.A[size_t(i) * m.lda + k]; }
-float b_at(const Case& c, const Mats& m, int k, int j) { return c.tb ? m.B[size_t(j) * m.ldb + k] : m.B[size_t(k) * m.ldb + j]; }
+float a_at(const Case& c, const Mats& m, int i, int k) {
+  return c.ta ? m.A[size_t(k) * m.lda + i] : m.A[size_t(i) * m.lda + k];
+}
+float b_at(const Case& c, const Mats& m, int k, int j) {
+  return c.tb ? m.B[size_t(j) * m.ldb + k] : m.B[size_t(k) * m.ldb + j];
+}
 
 // The header's definition of C[i, j], in float, operation by operation.
 float definition(const Case& c, const Mats& m, int i, int j) {
@@ -73,10 +77,10 @@ float definition(const Case& c, const Mats& m, int i, int j) {
 
 bool have_avx512() { return zcode::kernels::isa_supported(zcode::kernels::Isa::kAvx512f); }
 
-#define SKIP_WITHOUT_AVX512()                                                                           \
-  if (!have_avx512()) {                                                                                 \
+#define SKIP_WITHOUT_AVX512()                                                                              \
+  if (!have_avx512()) {                                                                                    \
     GTEST_SKIP() << "this CPU lacks AVX-512F: sgemm_avx512 refuses (tested below) and kernels::gemm runs " \
-                    "OpenBLAS";                                                                         \
+                    "OpenBLAS";                                                                            \
   }
 
 void check(const Case& c, int threads) {
@@ -91,9 +95,9 @@ void check(const Case& c, int threads) {
         ASSERT_EQ(got, m.C0[size_t(i) * m.ldc + j]) << "column " << j << " past N = " << c.N << " was written";
         continue;
       }
-      ASSERT_EQ(got, definition(c, m, i, j)) << "C[" << i << ", " << j << "] of " << c.M << "x" << c.N << "x" << c.K
-                                             << " ta " << c.ta << " tb " << c.tb << " alpha " << c.alpha << " beta "
-                                             << c.beta << " on " << threads << " threads";
+      ASSERT_EQ(got, definition(c, m, i, j))
+          << "C[" << i << ", " << j << "] of " << c.M << "x" << c.N << "x" << c.K << " ta " << c.ta << " tb " << c.tb
+          << " alpha " << c.alpha << " beta " << c.beta << " on " << threads << " threads";
       long double exact = c.beta * static_cast<long double>(m.C0[size_t(i) * m.ldc + j]), mag = std::fabs(exact);
       for (int k = 0; k < c.K; ++k) {
         const long double p = static_cast<long double>(a_at(c, m, i, k)) * b_at(c, m, k, j) * c.alpha;
@@ -109,9 +113,8 @@ void check(const Case& c, int threads) {
 
 TEST(GemmAvx512, EqualsItsDefinitionForEveryTransposeAndShape) {
   SKIP_WITHOUT_AVX512();
-  const int shapes[][3] = {{1, 1, 1},     {14, 32, 256}, {15, 33, 257},  {13, 31, 255}, {29, 70, 513},
-                           {200, 3, 40},  {3, 200, 40},  {170, 64, 600}, {64, 170, 96}, {1, 700, 300},
-                           {300, 1, 300}, {45, 45, 45}};
+  const int shapes[][3] = {{1, 1, 1},    {14, 32, 256},  {15, 33, 257}, {13, 31, 255}, {29, 70, 513}, {200, 3, 40},
+                           {3, 200, 40}, {170, 64, 600}, {64, 170, 96}, {1, 700, 300}, {300, 1, 300}, {45, 45, 45}};
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (const auto& s : shapes) check({ta, tb, s[0], s[1], s[2], 1.f, 0.f}, 1);
@@ -152,10 +155,10 @@ TEST(GemmAvx512, RowIndependentOfBatchPlaceAndThreads) {
   const int K = 600, N = 90, rows = 300;
   const std::vector<float> X = uniform(size_t(rows) * K, 1), W = uniform(size_t(N) * K, 2);
   std::vector<float> batch1(size_t(rows) * N), batch2(size_t(rows) * N), one(N);
-  ASSERT_TRUE(zcode::kernels::sgemm_avx512(false, true, rows, N, K, 1.f, X.data(), K, W.data(), K, 0.f, batch1.data(),
-                                           N, 1));
-  ASSERT_TRUE(zcode::kernels::sgemm_avx512(false, true, rows, N, K, 1.f, X.data(), K, W.data(), K, 0.f, batch2.data(),
-                                           N, 2));
+  ASSERT_TRUE(
+      zcode::kernels::sgemm_avx512(false, true, rows, N, K, 1.f, X.data(), K, W.data(), K, 0.f, batch1.data(), N, 1));
+  ASSERT_TRUE(
+      zcode::kernels::sgemm_avx512(false, true, rows, N, K, 1.f, X.data(), K, W.data(), K, 0.f, batch2.data(), N, 2));
   EXPECT_EQ(std::memcmp(batch1.data(), batch2.data(), batch1.size() * sizeof(float)), 0) << "1 vs 2 threads";
   for (int i : {0, 13, 14, 167, 168, 299}) {
     ASSERT_TRUE(zcode::kernels::sgemm_avx512(false, true, 1, N, K, 1.f, X.data() + size_t(i) * K, K, W.data(), K, 0.f,
@@ -223,11 +226,10 @@ TEST(GemmEngine, AutoUsesOursOnlyWhereOpenBlasRunsNoAvx512Kernel) {
   EXPECT_EQ(in_child("auto", [&] { return engine_is(want); }), 0);
   // An unknown value is auto, and says so on stderr.
   EXPECT_EQ(in_child("fast", [&] { return engine_is(want); }), 0);
-  EXPECT_EQ(in_child("fast",
-                     [&] {
-                       return zcode::kernels::gemm_engine_description().find("ZCODE_GEMM=fast") == std::string::npos;
-                     }),
-            0);
+  EXPECT_EQ(
+      in_child("fast",
+               [&] { return zcode::kernels::gemm_engine_description().find("ZCODE_GEMM=fast") == std::string::npos; }),
+      0);
 }
 
 // kernels::gemm gives the engine's bits: sgemm_avx512's when it runs ours.

@@ -178,8 +178,8 @@ void gemm_serial(const Op& A, const Op& B, int M, int N, int K, float alpha, flo
 
 }  // namespace
 
-bool sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-                  const float* B, int ldb, float beta, float* C, int ldc, int threads) {
+bool sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                  int ldb, float beta, float* C, int ldc, int threads) {
   if (!isa_supported(Isa::kAvx512f)) return false;
   if (M <= 0 || N <= 0 || K <= 0) return false;
   const Op a{A, lda, trans_a}, b{B, ldb, trans_b};

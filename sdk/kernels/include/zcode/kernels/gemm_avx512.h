@@ -31,7 +31,7 @@ namespace zcode::kernels {
 /// region). Returns false, leaving C untouched, when this CPU lacks AVX-512F,
 /// when M, N or K is not positive, or when a thread's packing buffers (2.3 MiB,
 /// allocated on its first call and kept) cannot be allocated.
-bool sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-                  const float* B, int ldb, float beta, float* C, int ldc, int threads);
+bool sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+                  int ldb, float beta, float* C, int ldc, int threads);
 
 }  // namespace zcode::kernels
