@@ -573,6 +573,58 @@ TEST_F(E2E, ResumeReusesTheRecordedBlocking) {
   expect_same_run(this, losses("pinned"), losses("stopped"), weights("pinned"), weights("stopped"));
 }
 
+// ZCODE_GEMM for the host processes started inside one scope.
+struct GemmEnv {
+  explicit GemmEnv(const char* value) { setenv("ZCODE_GEMM", value, 1); }
+  ~GemmEnv() { unsetenv("ZCODE_GEMM"); }
+};
+
+// The float GEMMs' engine is recorded in the checkpoint (state.json,
+// stages.model.float_gemm) and a resume follows it, as it follows the
+// blocking: a run on OpenBLAS's sgemm, stopped, and resumed by a process
+// whose environment picks ZCode's AVX-512 kernel, is bit-identical to the
+// OpenBLAS run uninterrupted. The same run on the AVX-512 kernel differs in
+// the last bits, so the check has teeth.
+TEST_F(E2E, ResumeFollowsTheRecordedGemmEngine) {
+  if (!__builtin_cpu_supports("avx512f"))
+    GTEST_SKIP() << "this CPU lacks AVX-512F: float GEMMs run on OpenBLAS whatever ZCODE_GEMM says, so there is no "
+                    "second engine to resume on";
+  const int N = 12;
+  {
+    const GemmEnv env("openblas");
+    ASSERT_EQ(run_host({"run", write_config("blas", N).string()}, dir_ / "a.log"), 0) << slurp(dir_ / "a.log");
+  }
+  {
+    const GemmEnv env("avx512");
+    ASSERT_EQ(run_host({"run", write_config("ours", N).string()}, dir_ / "o.log"), 0) << slurp(dir_ / "o.log");
+  }
+  EXPECT_TRUE(weights("blas") != weights("ours")) << "the two engines give the same bits: this test proves nothing";
+  {
+    const auto ck = zcode::ckpt::load_checkpoint(zcode::ckpt::resolve("latest", run_dir("blas")));
+    rapidjson::Document st;
+    st.Parse(ck.state_json.c_str());
+    ASSERT_TRUE(st.IsObject() && st.HasMember("stages") && st["stages"].HasMember("model")) << ck.state_json;
+    ASSERT_TRUE(st["stages"]["model"]["float_gemm"].IsString()) << ck.state_json;
+    EXPECT_EQ(std::string(st["stages"]["model"]["float_gemm"].GetString()), "openblas");
+  }
+  const fs::path cfg = write_config("switched", N);
+  {
+    const GemmEnv env("openblas");
+    Proc p = start({"run", cfg.string()}, dir_ / "b1.log");
+    ASSERT_TRUE(wait_until([&] { return slurp(dir_ / "b1.log").find("Step 5/12") != std::string::npos; }, 300));
+    kill(p.pid, SIGTERM);
+    EXPECT_EQ(wait_for(p), 130) << slurp(dir_ / "b1.log");
+  }
+  {
+    const GemmEnv env("avx512");
+    ASSERT_EQ(run_host({"run", cfg.string(), "--resume-from", "latest"}, dir_ / "b2.log"), 0) << slurp(dir_ / "b2.log");
+  }
+  EXPECT_NE(slurp(dir_ / "b2.log").find("float GEMMs on openblas from the checkpoint (this process had chosen avx512)"),
+            std::string::npos)
+      << slurp(dir_ / "b2.log");
+  expect_same_run(this, losses("blas"), losses("switched"), weights("blas"), weights("switched"));
+}
+
 }  // namespace
 
 namespace {

@@ -232,6 +232,45 @@ TEST(GemmEngine, AutoUsesOursOnlyWhereOpenBlasRunsNoAvx512Kernel) {
       0);
 }
 
+TEST(GemmEngine, NamesRoundTripAndNothingElseParses) {
+  GemmEngine e = GemmEngine::kAvx512;
+  EXPECT_TRUE(zcode::kernels::parse_gemm_engine("openblas", &e));
+  EXPECT_EQ(e, GemmEngine::kOpenBlas);
+  EXPECT_TRUE(zcode::kernels::parse_gemm_engine("avx512", &e));
+  EXPECT_EQ(e, GemmEngine::kAvx512);
+  for (const char* bad : {"auto", "", "AVX512", "openblas "}) {
+    EXPECT_FALSE(zcode::kernels::parse_gemm_engine(bad, &e)) << "'" << bad << "'";
+    EXPECT_EQ(e, GemmEngine::kAvx512) << "a failed parse must leave *out alone";
+  }
+  EXPECT_STREQ(zcode::kernels::gemm_engine_name(GemmEngine::kOpenBlas), "openblas");
+  EXPECT_STREQ(zcode::kernels::gemm_engine_name(GemmEngine::kAvx512), "avx512");
+}
+
+// set_gemm_engine (what a resume calls with its checkpoint's engine) switches
+// the process's engine and says why; kernels::gemm then runs it.
+TEST(GemmEngine, SetSwitchesTheProcesssEngine) {
+  SKIP_WITHOUT_AVX512();
+  EXPECT_EQ(in_child("openblas",
+                     [] {
+                       if (zcode::kernels::gemm_engine() != GemmEngine::kOpenBlas) return 1;
+                       if (!zcode::kernels::set_gemm_engine(GemmEngine::kAvx512, "from the test")) return 2;
+                       if (zcode::kernels::gemm_engine() != GemmEngine::kAvx512) return 3;
+                       const std::string d = zcode::kernels::gemm_engine_description();
+                       if (d.rfind("zcode avx512 (from the test; this process had chosen OpenBLAS sgemm", 0) != 0)
+                         return 4;
+                       const Case c{false, true, 30, 50, 300, 1.f, 0.f};
+                       const Mats m = make(c, 9);
+                       std::vector<float> C = m.C0;
+                       zcode::kernels::gemm(c.ta, c.tb, c.M, c.N, c.K, 1.f, m.A.data(), m.lda, m.B.data(), m.ldb, 0.f,
+                                            C.data(), m.ldc);
+                       for (int i = 0; i < c.M; ++i)
+                         for (int j = 0; j < c.N; ++j)
+                           if (C[size_t(i) * m.ldc + j] != definition(c, m, i, j)) return 5;
+                       return 0;
+                     }),
+            0);
+}
+
 // kernels::gemm gives the engine's bits: sgemm_avx512's when it runs ours.
 TEST(GemmEngine, GemmRunsTheChosenEngine) {
   SKIP_WITHOUT_AVX512();

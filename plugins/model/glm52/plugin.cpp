@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -227,14 +228,17 @@ class Glm52 : public zcode::sdk::Model {
     model_->forward_logits(tokens, n, out);
   }
 
-  /// Parameters under the names of README.md, plus the resolved architecture
-  /// and the blocking in use (state.json's stages.model.blocking), so that a
-  /// resume computes the same bits on this machine whatever today's rules give.
+  /// Parameters under the names of README.md, plus the resolved architecture,
+  /// the blocking in use (state.json's stages.model.blocking) and the float
+  /// GEMMs' engine (stages.model.float_gemm: "avx512" or "openblas"), so that
+  /// a resume computes the same bits on this machine whatever today's rules
+  /// and ZCODE_GEMM give.
   void save_state(const zcode::sdk::StateWriter& w) override {
     for (size_t i = 0; i < list_.size(); ++i) w.put_tensor(list_[i].name, values_[i]);
     zcode::sdk::json::Writer j;
     j.begin_object().key("architecture").raw(info_);
-    j.key("blocking").raw(model_->config().blocking.to_json()).end_object();
+    j.key("blocking").raw(model_->config().blocking.to_json());
+    j.key("float_gemm").string(zcode::kernels::gemm_engine_name(zcode::kernels::gemm_engine())).end_object();
     w.put_json(j.str());
   }
 
@@ -274,6 +278,7 @@ class Glm52 : public zcode::sdk::Model {
     }
     check_architecture(r.json());
     const glm52::Blocking blocking = recorded_blocking(r.json());
+    const std::optional<zcode::kernels::GemmEngine> gemm = recorded_gemm_engine(r.json());
     for (const glm52::ParamInfo& p : infos) {
       const DLTensor* t = r.find(p.name);
       std::memcpy(model_->params() + p.offset, zcode::sdk::data_ptr<char>(*t), sizeof(float) * size_t(p.numel));
@@ -282,6 +287,16 @@ class Glm52 : public zcode::sdk::Model {
       host_.info("glm52", "blocking " + blocking.to_json() + " from the checkpoint (this machine's rules give " +
                               model_->config().blocking.to_json() + ")");
       model_->set_blocking(blocking);
+    }
+    if (gemm && *gemm != zcode::kernels::gemm_engine()) {
+      const std::string was = zcode::kernels::gemm_engine_name(zcode::kernels::gemm_engine());
+      const std::string rec = zcode::kernels::gemm_engine_name(*gemm);
+      if (zcode::kernels::set_gemm_engine(*gemm, "from the checkpoint"))
+        host_.info("glm52", "float GEMMs on " + rec + " from the checkpoint (this process had chosen " + was + ")");
+      else
+        host_.warn("glm52", "the checkpoint's float GEMMs ran on " + rec +
+                                ", which this CPU cannot run (no AVX-512F): " + "training continues on " + was +
+                                ", equal to an uninterrupted run to rounding, not to the bit");
     }
   }
 
@@ -341,6 +356,22 @@ class Glm52 : public zcode::sdk::Model {
   // with Blocking's defaults, the tuned values; a state without either keeps
   // the current blocking), under the fields the config's model.blocking pins.
   // Throws on a bad record.
+  // The model state's "float_gemm", if recorded (checkpoints before
+  // 2026-12-07 13:00 have none: nothing to follow); anything but a known
+  // engine name is refused.
+  static std::optional<zcode::kernels::GemmEngine> recorded_gemm_engine(std::string_view json) {
+    if (json.empty()) return std::nullopt;
+    rapidjson::Document d;
+    d.Parse(json.data(), json.size());
+    if (d.HasParseError() || !d.IsObject() || !d.HasMember("float_gemm")) return std::nullopt;
+    const rapidjson::Value& v = d["float_gemm"];
+    zcode::kernels::GemmEngine e{};
+    if (!v.IsString() || !zcode::kernels::parse_gemm_engine(v.GetString(), &e))
+      throw Error(ZC_ERR_DATA,
+                  "model state: float_gemm is " + zcode::sdk::to_json(v) + ", expected \"avx512\" or \"openblas\"");
+    return e;
+  }
+
   glm52::Blocking recorded_blocking(std::string_view json) const {
     glm52::Blocking base = model_->config().blocking;
     if (!json.empty()) {

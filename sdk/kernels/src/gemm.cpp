@@ -6,6 +6,8 @@
 
 #include <cblas.h>
 
+#include <atomic>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,9 +39,17 @@ EngineChoice choose_engine() {
           std::string("OpenBLAS sgemm (") + (avx512 ? "" : "no AVX-512F on this CPU; ") + why + ")"};
 }
 
-const EngineChoice& engine_choice() {
-  static const EngineChoice choice = choose_engine();
+EngineChoice& engine_choice() {
+  static EngineChoice choice = choose_engine();
   return choice;
+}
+
+// The engine gemm() runs: the choice above until set_gemm_engine changes it.
+// Relaxed is enough: the header's contract is that no GEMM runs while it
+// changes.
+std::atomic<int>& current_engine() {
+  static std::atomic<int> e{static_cast<int>(engine_choice().engine)};
+  return e;
 }
 
 template <class T>
@@ -51,15 +61,36 @@ void scale_only(int M, int N, T beta, T* C, int ldc) {
 }
 }  // namespace
 
-GemmEngine gemm_engine() { return engine_choice().engine; }
+GemmEngine gemm_engine() { return static_cast<GemmEngine>(current_engine().load(std::memory_order_relaxed)); }
 
 std::string gemm_engine_description() { return engine_choice().description; }
+
+const char* gemm_engine_name(GemmEngine e) { return e == GemmEngine::kAvx512 ? "avx512" : "openblas"; }
+
+bool parse_gemm_engine(std::string_view name, GemmEngine* out) {
+  if (name == "avx512") *out = GemmEngine::kAvx512;
+  else if (name == "openblas") *out = GemmEngine::kOpenBlas;
+  else return false;
+  return true;
+}
+
+bool set_gemm_engine(GemmEngine e, const std::string& why) {
+  if (e == GemmEngine::kAvx512 && !isa_supported(Isa::kAvx512f)) return false;
+  const GemmEngine was = gemm_engine();
+  if (e == was) return true;
+  EngineChoice& c = engine_choice();
+  c.description = std::string(e == GemmEngine::kAvx512 ? "zcode avx512" : "OpenBLAS sgemm") + " (" + why +
+                  "; this process had chosen " + c.description + ")";
+  c.engine = e;
+  current_engine().store(static_cast<int>(e), std::memory_order_relaxed);
+  return true;
+}
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
           float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) return scale_only(M, N, beta, C, ldc);
-  if (engine_choice().engine == GemmEngine::kAvx512 &&
+  if (gemm_engine() == GemmEngine::kAvx512 &&
       sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, openblas_get_num_threads()))
     return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <new>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -35,8 +37,7 @@ constexpr int kKc = 256;
 constexpr int kMc = kMr * 12;
 constexpr int kNc = 2048;
 
-// The packed buffers of one thread, allocated on its first GEMM and kept: a
-// training step's GEMMs then allocate nothing.
+// The packed buffers one thread uses for one GEMM.
 struct Buffers {
   float* a = nullptr;  // kMc × kKc, slivers [k][kMr]
   float* b = nullptr;  // kKc × kNc, slivers [k][kNr]
@@ -44,13 +45,49 @@ struct Buffers {
     std::free(a);
     std::free(b);
   }
-  bool ready() {
-    if (!a) a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
-    if (!b) b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
-    return a && b;
-  }
 };
-thread_local Buffers tls_buffers;
+
+// Every Buffers ever made, lent to one thread at a time. Not thread_local:
+// this code runs inside dlopen'ed plugins, and a thread_local with a
+// destructor there made LeakSanitizer's exit-time scan crash ("Tracer caught
+// signal 11") after the plugin was closed (asan build, 2026-12-07). The pool
+// grows to the most threads that ever ran GEMMs at once (a training step's
+// team) and then allocates nothing; its destructor frees everything when the
+// library is unloaded.
+class BufferPool {
+ public:
+  // A set nobody else holds, or nullptr when a new one cannot be allocated.
+  Buffers* acquire() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      Buffers* b = free_.back();
+      free_.pop_back();
+      return b;
+    }
+    auto fresh = std::make_unique<Buffers>();
+    fresh->a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
+    fresh->b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
+    if (!fresh->a || !fresh->b) return nullptr;
+    all_.push_back(std::move(fresh));
+    free_.reserve(all_.size());  // so that release() never allocates
+    return all_.back().get();
+  }
+  void release(Buffers* b) {
+    if (!b) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(b);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Buffers*> free_;
+  std::vector<std::unique_ptr<Buffers>> all_;
+};
+
+BufferPool& buffer_pool() {
+  static BufferPool pool;
+  return pool;
+}
 
 struct Op {
   const float* p;
@@ -199,19 +236,20 @@ bool sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int u0 = int(int64_t{units} * t / nt), u1 = int(int64_t{units} * (t + 1) / nt);
-    Buffers& buf = tls_buffers;
-    if (!buf.ready()) failed = true;
+    Buffers* buf = buffer_pool().acquire();
+    if (!buf) failed = true;
 #pragma omp barrier
     if (!failed && u0 < u1) {
       const int lo = u0 * unit, hi = std::min(by_rows ? M : N, u1 * unit);
       if (by_rows) {
         const Op as{a.at(lo, 0), lda, trans_a};
-        gemm_serial(as, b, hi - lo, N, K, alpha, beta, C + long{lo} * ldc, ldc, buf);
+        gemm_serial(as, b, hi - lo, N, K, alpha, beta, C + long{lo} * ldc, ldc, *buf);
       } else {
         const Op bs{b.at(0, lo), ldb, trans_b};
-        gemm_serial(a, bs, M, hi - lo, K, alpha, beta, C + lo, ldc, buf);
+        gemm_serial(a, bs, M, hi - lo, K, alpha, beta, C + lo, ldc, *buf);
       }
     }
+    buffer_pool().release(buf);
   }
   return !failed;
 }

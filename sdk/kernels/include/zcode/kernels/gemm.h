@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace zcode::kernels {
 
@@ -15,8 +16,8 @@ namespace zcode::kernels {
 enum class GemmEngine { kOpenBlas, kAvx512 };
 
 /// The float gemm's engine, decided at the first call and kept for the
-/// process (so every GEMM of a run, and of its resume on the same machine,
-/// rounds the same way). The environment variable ZCODE_GEMM picks it:
+/// process unless set_gemm_engine changes it (a resume takes its
+/// checkpoint's). The environment variable ZCODE_GEMM picks it:
 /// `openblas`; `avx512` (ZCode's kernel; OpenBLAS where the CPU lacks
 /// AVX-512F); unset, empty or `auto`: `avx512` when the CPU has AVX-512F and
 /// OpenBLAS's kernel family (blas_core) is not one of its AVX-512 ones
@@ -28,6 +29,21 @@ GemmEngine gemm_engine();
 /// One line for logs and benchmark headers, e.g. "zcode avx512 (OpenBLAS
 /// kernel Haswell; ZCODE_GEMM unset)".
 std::string gemm_engine_description();
+
+/// "avx512" or "openblas": an engine's name in ZCODE_GEMM and in checkpoints.
+const char* gemm_engine_name(GemmEngine e);
+
+/// The engine named `name` (gemm_engine_name's spelling) into *out; false,
+/// *out untouched, for any other name.
+bool parse_gemm_engine(std::string_view name, GemmEngine* out);
+
+/// Runs the float gemm on `e` for the rest of the process: a resume follows
+/// the engine its checkpoint was trained on (as it follows the recorded
+/// blocking), so that it continues the run's bits. `why` goes into
+/// gemm_engine_description(). Returns false, changing nothing, for kAvx512 on
+/// a CPU without AVX-512F. Threading: the engine is the process's, so call it
+/// while no GEMM runs (a model's load_state, before training starts).
+bool set_gemm_engine(GemmEngine e, const std::string& why);
 
 /// C[M,N] = alpha · op(A) · op(B) + beta · C, all row-major.
 /// op(A) is [M,K] (A stored [M,K] with lda, or [K,M] when trans_a).

@@ -29,8 +29,10 @@ namespace zcode::kernels {
 /// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, as kernels::gemm (gemm.h),
 /// on up to `threads` OpenMP threads (one when called inside a parallel
 /// region). Returns false, leaving C untouched, when this CPU lacks AVX-512F,
-/// when M, N or K is not positive, or when a thread's packing buffers (2.3 MiB,
-/// allocated on its first call and kept) cannot be allocated.
+/// when M, N or K is not positive, or when a thread's packing buffers (2.2 MiB
+/// a thread, from a pool that grows to the most threads that ever ran these
+/// GEMMs at once and is then kept, so a steady training step allocates
+/// nothing) cannot be allocated. Thread-safe: any threads may call it at once.
 bool sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                   int ldb, float beta, float* C, int ldc, int threads);
 
