@@ -279,6 +279,50 @@ TEST_F(PluginTest, ForwardBackwardMetricsAndStateRoundTrip) {
   table_->destroy(m2);
 }
 
+// The float GEMMs' engine (zcode/kernels/gemm.h) is recorded in the model
+// state, and load_state follows it: a record is taken (what the next
+// save_state then says), a state from before the record existed (no
+// "float_gemm") means OpenBLAS, the only engine then, and a bad value is
+// refused by name with nothing loaded.
+TEST_F(PluginTest, GemmEngineIsRecordedAndFollowed) {
+  void* m = create(kOpts);
+  ASSERT_NE(m, nullptr) << last_error_;
+  auto saved_json = [&] {
+    Store st;
+    zc_state_writer w{sizeof(zc_state_writer), 0, &st, put_tensor, put_json, nullptr};
+    EXPECT_EQ(call(table_->save_state(m, &w)), "");
+    return st;
+  };
+  Store st = saved_json();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const std::string rec_avx = "\"float_gemm\":\"avx512\"", rec_blas = "\"float_gemm\":\"openblas\"";
+  const size_t at = st.json.find(avx512 ? rec_avx : rec_blas);
+  ASSERT_NE(at, std::string::npos) << "an AVX-512 CPU with OpenBLAS's Haswell picks avx512 here; " << st.json;
+  const std::string rec = avx512 ? rec_avx : rec_blas;
+  auto load = [&](std::string j) {
+    zc_state_reader r{
+        sizeof(zc_state_reader), 0, &st, get_tensor, num_tensors, tensor_name, j.c_str(), j.size(), nullptr};
+    return call(table_->load_state(m, &r));
+  };
+  std::string j = st.json;
+  EXPECT_EQ(load(j.replace(at, rec.size(), "\"float_gemm\":\"fast\"")),
+            "model state: float_gemm is \"fast\", expected \"avx512\" or \"openblas\"");
+  j = st.json;
+  EXPECT_EQ(load(j.replace(at, rec.size(), "\"float_gemm\":3")),
+            "model state: float_gemm is 3, expected \"avx512\" or \"openblas\"");
+  EXPECT_NE(saved_json().json.find(rec), std::string::npos) << "a refused state switched the engine";
+  // Before the record: OpenBLAS.
+  j = st.json;
+  ASSERT_EQ(j[at - 1], ',');
+  EXPECT_EQ(load(j.erase(at - 1, rec.size() + 1)), "");
+  EXPECT_NE(saved_json().json.find(rec_blas), std::string::npos) << saved_json().json;
+  // A recorded avx512 is followed where the CPU has it; elsewhere OpenBLAS stays (with a warning).
+  j = st.json;
+  EXPECT_EQ(load(j.replace(at, rec.size(), rec_avx)), "");
+  EXPECT_NE(saved_json().json.find(avx512 ? rec_avx : rec_blas), std::string::npos) << saved_json().json;
+  table_->destroy(m);
+}
+
 // ABI 1.4: named_activations lists what activations lists (names, order,
 // shapes, the same buffers), as tensors; before any forward_backward both
 // are empty. Each list is valid until the next call, so the first is copied.

@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -175,6 +177,63 @@ TEST(GemmAvx512, RowIndependentOfBatchPlaceAndThreads) {
   EXPECT_EQ(std::memcmp(wide1.data(), wide2.data(), wide1.size() * sizeof(float)), 0) << "columns split";
 }
 
+// BLAS's convention for alpha 0: A and B are not read (NaN there stays out
+// of C), C = beta·C.
+TEST(GemmAvx512, ZeroAlphaOnlyScalesC) {
+  SKIP_WITHOUT_AVX512();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> A(6 * 5, nan), B(5 * 7, nan);
+  std::vector<float> C = uniform(6 * 7, 4);
+  const std::vector<float> C0 = C;
+  ASSERT_TRUE(
+      zcode::kernels::sgemm_avx512(false, false, 6, 7, 5, 0.f, A.data(), 5, B.data(), 7, -0.5f, C.data(), 7, 1));
+  for (size_t i = 0; i < C.size(); ++i) ASSERT_EQ(C[i], -0.5f * C0[i]) << i;
+  std::fill(C.begin(), C.end(), nan);
+  ASSERT_TRUE(zcode::kernels::sgemm_avx512(false, false, 6, 7, 5, 0.f, A.data(), 5, B.data(), 7, 0.f, C.data(), 7, 1));
+  for (size_t i = 0; i < C.size(); ++i) ASSERT_EQ(C[i], 0.f) << i;
+}
+
+// Called from the threads of a parallel region at once (the model's loops
+// do): each call runs on its own thread, with its own buffers from the pool,
+// and gives the definition's bits.
+TEST(GemmAvx512, ConcurrentCallsInsideAParallelRegion) {
+  SKIP_WITHOUT_AVX512();
+  const Case c{false, true, 150, 90, 520, 1.f, 0.f};
+  const Mats m = make(c, 21);
+  std::vector<std::vector<float>> out(4, m.C0);
+  std::vector<int> ok(4, 0);
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+  for (int t = 0; t < 4; ++t)
+    ok[size_t(t)] = zcode::kernels::sgemm_avx512(c.ta, c.tb, c.M, c.N, c.K, 1.f, m.A.data(), m.lda, m.B.data(), m.ldb,
+                                                 0.f, out[size_t(t)].data(), m.ldc, 2);
+  for (int t = 0; t < 4; ++t) {
+    ASSERT_TRUE(ok[size_t(t)]) << "call " << t;
+    for (int i = 0; i < c.M; ++i)
+      for (int j = 0; j < c.N; ++j)
+        ASSERT_EQ(out[size_t(t)][size_t(i) * m.ldc + j], definition(c, m, i, j))
+            << "call " << t << " " << i << ", " << j;
+  }
+}
+
+TEST(GemmAvx512, RefusesBadLeadingDimensionsAndNullsTouchingNothing) {
+  SKIP_WITHOUT_AVX512();
+  std::vector<float> A(64, 1.f), B(64, 1.f), C(64, 2.f);
+  auto run = [&](bool ta, bool tb, int lda, int ldb, int ldc, const float* a, const float* b, float* cp) {
+    return zcode::kernels::sgemm_avx512(ta, tb, 3, 4, 5, 1.f, a, lda, b, ldb, 0.f, cp, ldc, 1);
+  };
+  EXPECT_FALSE(run(false, false, 4, 4, 4, A.data(), B.data(), C.data()));  // lda < K = 5
+  EXPECT_FALSE(run(true, false, 2, 4, 4, A.data(), B.data(), C.data()));   // lda < M = 3 (A is [K, M])
+  EXPECT_FALSE(run(false, false, 5, 3, 4, A.data(), B.data(), C.data()));  // ldb < N = 4
+  EXPECT_FALSE(run(false, true, 5, 4, 4, A.data(), B.data(), C.data()));   // ldb < K = 5 (B is [N, K])
+  EXPECT_FALSE(run(false, false, 5, 4, 3, A.data(), B.data(), C.data()));  // ldc < N
+  EXPECT_FALSE(run(false, false, 5, 4, 4, nullptr, B.data(), C.data()));
+  EXPECT_FALSE(run(false, false, 5, 4, 4, A.data(), nullptr, C.data()));
+  EXPECT_FALSE(run(false, false, 5, 4, 4, A.data(), B.data(), nullptr));
+  for (float v : C) ASSERT_EQ(v, 2.f);
+  EXPECT_TRUE(run(false, false, 5, 4, 4, A.data(), B.data(), C.data()));  // the smallest valid ones
+  EXPECT_EQ(C[0], 5.f);
+}
+
 TEST(GemmAvx512, RefusesEmptyShapesAndTouchesNothing) {
   float C[4] = {1, 2, 3, 4};
   const float A[4] = {}, B[4] = {};
@@ -219,8 +278,10 @@ TEST(GemmEngine, Avx512WhenAskedAndTheCpuHasIt) {
 }
 
 TEST(GemmEngine, AutoUsesOursOnlyWhereOpenBlasRunsNoAvx512Kernel) {
-  const std::string core = zcode::kernels::blas_core();  // OpenBLAS's own answer, not ours
-  const bool blas512 = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+  std::string core = zcode::kernels::blas_core();  // OpenBLAS's own answer, not ours
+  for (char& ch : core) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  // OpenBLAS's kernel families with AVX-512 sgemm kernels (its kernel/x86_64 KERNEL.* files), any case.
+  const bool blas512 = core == "skylakex" || core == "cooperlake" || core == "sapphirerapids";
   const GemmEngine want = have_avx512() && !blas512 ? GemmEngine::kAvx512 : GemmEngine::kOpenBlas;
   EXPECT_EQ(in_child(nullptr, [&] { return engine_is(want); }), 0) << "OpenBLAS kernel " << core;
   EXPECT_EQ(in_child("auto", [&] { return engine_is(want); }), 0);

@@ -351,19 +351,20 @@ class Glm52 : public zcode::sdk::Model {
     }
   }
 
-  // The blocking to resume with: the checkpoint's record (a state of ours
-  // written before the record existed, with "architecture" only, was made
-  // with Blocking's defaults, the tuned values; a state without either keeps
-  // the current blocking), under the fields the config's model.blocking pins.
-  // Throws on a bad record.
-  // The model state's "float_gemm", if recorded (checkpoints before
-  // 2026-12-07 13:00 have none: nothing to follow); anything but a known
-  // engine name is refused.
+  // The float GEMMs' engine to resume with: the model state's "float_gemm".
+  // A state of ours written before the record existed (2026-12-07 13:00;
+  // "architecture" or "blocking" but no "float_gemm") was trained on
+  // OpenBLAS's sgemm, the only engine then; a state without any of them (not
+  // ours) names none. Anything but a known engine name is refused.
   static std::optional<zcode::kernels::GemmEngine> recorded_gemm_engine(std::string_view json) {
     if (json.empty()) return std::nullopt;
     rapidjson::Document d;
     d.Parse(json.data(), json.size());
-    if (d.HasParseError() || !d.IsObject() || !d.HasMember("float_gemm")) return std::nullopt;
+    if (d.HasParseError() || !d.IsObject()) return std::nullopt;
+    if (!d.HasMember("float_gemm")) {
+      if (d.HasMember("architecture") || d.HasMember("blocking")) return zcode::kernels::GemmEngine::kOpenBlas;
+      return std::nullopt;
+    }
     const rapidjson::Value& v = d["float_gemm"];
     zcode::kernels::GemmEngine e{};
     if (!v.IsString() || !zcode::kernels::parse_gemm_engine(v.GetString(), &e))
@@ -372,6 +373,11 @@ class Glm52 : public zcode::sdk::Model {
     return e;
   }
 
+  // The blocking to resume with: the checkpoint's record (a state of ours
+  // written before the record existed, with "architecture" only, was made
+  // with Blocking's defaults, the tuned values; a state without either keeps
+  // the current blocking), under the fields the config's model.blocking pins.
+  // Throws on a bad record.
   glm52::Blocking recorded_blocking(std::string_view json) const {
     glm52::Blocking base = model_->config().blocking;
     if (!json.empty()) {

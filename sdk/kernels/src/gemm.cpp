@@ -6,7 +6,11 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cstdint>
+#include <mutex>
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +19,16 @@
 namespace zcode::kernels {
 
 namespace {
+
+// OpenBLAS's AVX-512 kernel families. Compared without case: a DYNAMIC_ARCH
+// build names them "SkylakeX", a build for one target may say "SKYLAKEX".
+bool blas_core_is_avx512(const std::string& core) {
+  for (const char* k : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (core.size() == std::strlen(k) &&
+        std::equal(core.begin(), core.end(), k, [](char a, char b) { return std::tolower(uint8_t(a)) == b; }))
+      return true;
+  return false;
+}
 
 struct EngineChoice {
   GemmEngine engine;
@@ -26,7 +40,7 @@ EngineChoice choose_engine() {
   const std::string want = env ? env : "";
   const std::string core = blas_core();
   const bool avx512 = isa_supported(Isa::kAvx512f);
-  const bool blas_avx512 = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+  const bool blas_avx512 = blas_core_is_avx512(core);
   std::string why = "OpenBLAS kernel " + core + "; ZCODE_GEMM" + (env ? "=" + want : std::string(" unset"));
   if (want == "openblas") return {GemmEngine::kOpenBlas, "OpenBLAS sgemm (" + why + ")"};
   if (!want.empty() && want != "auto" && want != "avx512") {
@@ -61,9 +75,18 @@ void scale_only(int M, int N, T beta, T* C, int ldc) {
 }
 }  // namespace
 
+std::mutex& description_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 GemmEngine gemm_engine() { return static_cast<GemmEngine>(current_engine().load(std::memory_order_relaxed)); }
 
-std::string gemm_engine_description() { return engine_choice().description; }
+std::string gemm_engine_description() {
+  const EngineChoice& c = engine_choice();
+  std::lock_guard<std::mutex> lock(description_mutex());
+  return c.description;
+}
 
 const char* gemm_engine_name(GemmEngine e) { return e == GemmEngine::kAvx512 ? "avx512" : "openblas"; }
 
@@ -79,9 +102,12 @@ bool set_gemm_engine(GemmEngine e, const std::string& why) {
   const GemmEngine was = gemm_engine();
   if (e == was) return true;
   EngineChoice& c = engine_choice();
-  c.description = std::string(e == GemmEngine::kAvx512 ? "zcode avx512" : "OpenBLAS sgemm") + " (" + why +
-                  "; this process had chosen " + c.description + ")";
-  c.engine = e;
+  {
+    std::lock_guard<std::mutex> lock(description_mutex());
+    c.description = std::string(e == GemmEngine::kAvx512 ? "zcode avx512" : "OpenBLAS sgemm") + " (" + why +
+                    "; this process had chosen " + c.description + ")";
+    c.engine = e;
+  }
   current_engine().store(static_cast<int>(e), std::memory_order_relaxed);
   return true;
 }
@@ -90,9 +116,16 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, in
           float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) return scale_only(M, N, beta, C, ldc);
-  if (gemm_engine() == GemmEngine::kAvx512 &&
-      sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, openblas_get_num_threads()))
-    return;
+  if (gemm_engine() == GemmEngine::kAvx512) {
+    if (sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, openblas_get_num_threads())) return;
+    // Not silent: from here this run's bits mix the two engines.
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      std::fprintf(stderr,
+                   "zcode: the AVX-512 sgemm could not run a %dx%dx%d product (packing buffers not allocated, or "
+                   "lda %d / ldb %d / ldc %d too small): OpenBLAS's sgemm ran it (warned once)\n",
+                   M, N, K, lda, ldb, ldc);
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
               ldb, beta, C, ldc);
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -57,20 +58,26 @@ struct Buffers {
 class BufferPool {
  public:
   // A set nobody else holds, or nullptr when a new one cannot be allocated.
-  Buffers* acquire() {
+  // Never throws (it runs inside OpenMP regions, where an exception would
+  // end the process).
+  Buffers* acquire() noexcept {
     std::lock_guard<std::mutex> lock(mu_);
     if (!free_.empty()) {
       Buffers* b = free_.back();
       free_.pop_back();
       return b;
     }
-    auto fresh = std::make_unique<Buffers>();
-    fresh->a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
-    fresh->b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
-    if (!fresh->a || !fresh->b) return nullptr;
-    all_.push_back(std::move(fresh));
-    free_.reserve(all_.size());  // so that release() never allocates
-    return all_.back().get();
+    try {
+      auto fresh = std::make_unique<Buffers>();
+      fresh->a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
+      fresh->b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
+      if (!fresh->a || !fresh->b) return nullptr;
+      free_.reserve(all_.size() + 1);  // so that release() never allocates
+      all_.push_back(std::move(fresh));
+      return all_.back().get();
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
   }
   void release(Buffers* b) {
     if (!b) return;
@@ -218,7 +225,16 @@ void gemm_serial(const Op& A, const Op& B, int M, int N, int K, float alpha, flo
 bool sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
                   int ldb, float beta, float* C, int ldc, int threads) {
   if (!isa_supported(Isa::kAvx512f)) return false;
-  if (M <= 0 || N <= 0 || K <= 0) return false;
+  if (M <= 0 || N <= 0 || K <= 0 || !A || !B || !C) return false;
+  if (lda < (trans_a ? M : K) || ldb < (trans_b ? K : N) || ldc < N) return false;
+  if (alpha == 0.f) {  // BLAS's convention: A and B are not read, C = beta·C
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        float& c = C[long{i} * ldc + j];
+        c = beta == 0.f ? 0.f : beta * c;
+      }
+    return true;
+  }
   const Op a{A, lda, trans_a}, b{B, ldb, trans_b};
   // Threads split C into row or column ranges (whichever is longer), each a
   // whole number of register tiles; the K order inside a tile is the same on

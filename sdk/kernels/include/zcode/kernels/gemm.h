@@ -41,8 +41,11 @@ bool parse_gemm_engine(std::string_view name, GemmEngine* out);
 /// the engine its checkpoint was trained on (as it follows the recorded
 /// blocking), so that it continues the run's bits. `why` goes into
 /// gemm_engine_description(). Returns false, changing nothing, for kAvx512 on
-/// a CPU without AVX-512F. Threading: the engine is the process's, so call it
-/// while no GEMM runs (a model's load_state, before training starts).
+/// a CPU without AVX-512F. Scope: the engine belongs to this copy of
+/// zcode_kernels, a static library, so each plugin that links it has its own
+/// (the model plugin's runs the model's GEMMs); within it, every caller.
+/// Threading: call it while no GEMM of that copy runs (a model's load_state,
+/// before training starts); gemm_engine_description may be read meanwhile.
 bool set_gemm_engine(GemmEngine e, const std::string& why);
 
 /// C[M,N] = alpha · op(A) · op(B) + beta · C, all row-major.

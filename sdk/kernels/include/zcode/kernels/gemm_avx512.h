@@ -3,7 +3,7 @@
 //
 // OpenBLAS picks its kernel once, when it loads, from OPENBLAS_CORETYPE or
 // its own CPU detection; an environment that names `Haswell` on an AVX-512
-// CPU (the AMD EPYC VM of 2026-12-07 does) halves its sgemm: 107–110 against
+// CPU (the AMD EPYC VM of 2026-12-07 does) halves its sgemm: 94–110 against
 // 188–202 GFLOP/s on one core of that VM with `SkylakeX`, the same build. ZCode
 // never overrides the environment's choice for OpenBLAS (README, "OpenBLAS
 // kernel choice"); instead kernels::gemm (gemm.h) runs this kernel for float
@@ -28,8 +28,11 @@ namespace zcode::kernels {
 
 /// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, as kernels::gemm (gemm.h),
 /// on up to `threads` OpenMP threads (one when called inside a parallel
-/// region). Returns false, leaving C untouched, when this CPU lacks AVX-512F,
-/// when M, N or K is not positive, or when a thread's packing buffers (2.2 MiB
+/// region). alpha 0 follows BLAS: A and B are not read, C = beta·C (C not read
+/// either when beta is 0). Returns false, leaving C untouched, when this CPU
+/// lacks AVX-512F, when M, N or K is not positive, a pointer is null, a
+/// leading dimension is below its row length (lda < K, or M when trans_a;
+/// ldb < N, or K when trans_b; ldc < N), or when a thread's packing buffers (2.2 MiB
 /// a thread, from a pool that grows to the most threads that ever ran these
 /// GEMMs at once and is then kept, so a steady training step allocates
 /// nothing) cannot be allocated. Thread-safe: any threads may call it at once.
