@@ -245,10 +245,17 @@ bool sgemm_avx512(bool trans_a, bool trans_b, int M, int N, int K, float alpha, 
   const bool by_rows = M >= N;
   const int unit = by_rows ? kMr : kNr, units = ((by_rows ? M : N) + unit - 1) / unit;
   threads = std::max(1, std::min(threads, units));
+  if (threads == 1) {  // no OpenMP region at all: inside the model's parallel loops it would be a nested one
+    Buffers* buf = buffer_pool().acquire();
+    if (!buf) return false;
+    gemm_serial(a, b, M, N, K, alpha, beta, C, ldc, *buf);
+    buffer_pool().release(buf);
+    return true;
+  }
   // C is written only once every thread has its buffers: a failed
   // allocation leaves C untouched for the caller's fallback.
   std::atomic<bool> failed{false};
-#pragma omp parallel num_threads(threads) if (threads > 1)
+#pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int u0 = int(int64_t{units} * t / nt), u1 = int(int64_t{units} * (t + 1) / nt);
