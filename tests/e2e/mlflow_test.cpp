@@ -112,8 +112,11 @@ class MlflowRest : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
   }
-  // Trains 8 steps with logging.mlflow against http://127.0.0.1:port; returns the exit code.
-  int train(int port) {
+  // Trains 8 steps with logging.mlflow against http://127.0.0.1:port; returns
+  // the exit code. timeout_s: the callback's per-request timeout. 1 s only for
+  // the hanging server: elsewhere a loopback answer slower than that (a loaded
+  // CI machine) would be retried and recorded twice.
+  int train(int port, int timeout_s = 10) {
     const fs::path p = dir_ / "mlf.yaml";
     std::ofstream c(p);
     c << "experiment_name: mlf\nseed: 7\nhardware: {accelerator: cpu, num_threads: 1}\n"
@@ -126,7 +129,7 @@ class MlflowRest : public ::testing::Test {
       << "training: {max_steps: 8, eval_every: 4, log_every: 1}\n"
       << "logging: {output_dir: " << (dir_ / "outputs").string()
       << ", mlflow: true, mlflow_tracking_uri: 'http://127.0.0.1:" << port << "'}\n"
-      << "callbacks: [{type: mlflow, flush_interval_s: 0.2, timeout_s: 1, retries: 1}]\n";
+      << "callbacks: [{type: mlflow, flush_interval_s: 0.2, timeout_s: " << timeout_s << ", retries: 1}]\n";
     c.close();
     return zcode::test::wait_for(zcode::test::start_program(kHost, {"run", p.string()}, dir_ / "run.log"));
   }
@@ -248,7 +251,7 @@ TEST_F(MlflowRest, AServerAnswering500CostsOneWarningAndALocalFile) {
 TEST_F(MlflowRest, AServerThatHangsNeitherBlocksNorFailsTheRun) {
   FakeTracking server("hang");
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(train(server.port()), 0) << slurp(dir_ / "run.log");
+  ASSERT_EQ(train(server.port(), 1), 0) << slurp(dir_ / "run.log");
   // Two 1-second timeouts and a 0.5 s backoff, then offline: the run is not
   // held for the server's 4 s answers (a liveness bound, not a timing claim).
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));

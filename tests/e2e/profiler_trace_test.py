@@ -260,13 +260,13 @@ def main():
     # would write (<host>_<pid>.<ms>.pt.trace.json in the TensorBoard log folder).
     tb = "{enabled: false, trace_handler: tensorboard}"
     cfg = config(work, src, "tb", "deepnorm", tb, 10)
-    run([host, "profile", "--config", cfg, "--steps", "2"], work)
+    run([host, "profile", "--config", cfg, "--steps", "4"], work)
     folder = f"{work}/runs/tb/profile/logs/tensorboard"
     files = [f for f in os.listdir(folder) if re.fullmatch(r"[^.]+_[0-9]+\.[0-9]{13}\.pt\.trace\.json", f)] \
         if os.path.isdir(folder) else []
     check(len(files) == 1, f"trace_handler tensorboard: expected one <host>_<pid>.<ms>.pt.trace.json in {folder}")
     check(not os.path.exists(f"{work}/runs/tb/profile/trace.json"), "trace_handler tensorboard also wrote trace.json")
-    check_steps(load_trace(f"{folder}/{files[0]}"), "tensorboard handler", False, False, 2)
+    check_steps(load_trace(f"{folder}/{files[0]}"), "tensorboard handler", False, False, 4)
     print("OK")
 
 

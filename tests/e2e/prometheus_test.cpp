@@ -155,14 +155,18 @@ TEST_F(PrometheusSink, TheServerScrapesWhatTheRunLogged) {
       kHost, {"run", write_config("prom", kSteps, "{port: " + std::to_string(target) + ", linger_s: 20}").string()},
       dir_ / "run.log");
 
-  // Until the server has scraped the last step (the endpoint stays up 20 s after it).
+  // Until the server has scraped the last step and the evaluation after it
+  // (the endpoint stays up 20 s after the run). The step gauge is set when
+  // step 12 ends, the evaluation's ~7 ms later (~90 ms under asan): a scrape
+  // between the two would hold evaluations = 2.
   bool done = false;
   for (int i = 0; i < 1200 && !done; ++i) {
-    auto step = query("zcode_step");
-    done = step.count("") && step[""] == kSteps;
+    auto step = query("zcode_step"), evals = query("zcode_evaluations_total");
+    done = step.count("") && step[""] == kSteps && evals.count("") && evals[""] == 3;
     if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_TRUE(done) << "zcode_step never reached " << kSteps << "; run log:\n" << slurp(dir_ / "run.log");
+  ASSERT_TRUE(done) << "zcode_step never reached " << kSteps << " with 3 evaluations; run log:\n"
+                    << slurp(dir_ / "run.log");
 
   // The endpoint itself: the text format Prometheus's own linter accepts.
   httplib::Client ep("127.0.0.1", target);

@@ -389,12 +389,18 @@ def test_full_queue_is_429_and_a_client_that_leaves_frees_its_slot(checkpoint):
             codes = list(ex.map(one, range(8)))
         assert codes.count(429) >= 1 and codes.count(200) >= 2 and set(codes) <= {200, 429}, codes
 
-        # A streaming client that reads one event and goes away.
+        # A streaming client that reads one event and goes away. <eos> is held
+        # off, so the request would run all 110 tokens if its slot were kept
+        # ("alpha" with seed 1 otherwise ends by itself after 8).
+        eos = tokenizer_info("eos_id")
         before = metric(s.url, "zcode_serve_generated_tokens_total")
-        with requests.post(s.url + "/v1/completions", json={**body, "stream": True, "max_tokens": 110},
+        with requests.post(s.url + "/v1/completions",
+                           json={**body, "stream": True, "max_tokens": 110, "logit_bias": {str(eos): -100}},
                            stream=True, timeout=60) as r:
             next(r.iter_content(chunk_size=None))
-        time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while metric(s.url, "zcode_serve_running_sequences") != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert metric(s.url, "zcode_serve_running_sequences") == 0
         assert metric(s.url, "zcode_serve_generated_tokens_total") - before < 110
         # The slot is free: the next request runs at once.
