@@ -12,7 +12,10 @@
 // The algorithm is the blocked one of Goto & van de Geijn, "Anatomy of
 // high-performance matrix multiplication" (ACM TOMS 34(3), 2008): B packed in
 // kKc × kNc panels of 32-column slivers, A in kMc × kKc blocks of 14-row
-// slivers, a 14 × 32 register tile of fused multiply-adds.
+// slivers, a 14 × 32 register tile of fused multiply-adds. One departure:
+// a column panel narrower than kNc keeps kNc / nc of its K blocks packed at
+// once, and those run inside each row block, so that C stays in cache across
+// them (the arithmetic, and so the bits, are those of Goto's order).
 //
 // Numerics: every C element is alpha times one FMA chain over k in order,
 // restarted every 256 k (the K block), each block's chain then added to C
