@@ -1,8 +1,8 @@
 // Checkpoint folders: atomic write, `latest`, keep_last_n, verified load.
-#include <zcode/core/build_info.h>
 #include <zcode/core/checkpoint.h>
 #include <zcode/core/host_services.h>
 #include <zcode/core/registry.h>
+#include <zcode/core/version.h>
 #include <zcode/sdk/json.h>
 
 #include "config_impl.h"
@@ -615,7 +615,7 @@ std::string state_json(const StateRecord& r) {
   w.key("overrides").begin_array();
   for (const std::string& o : r.overrides) w.string(o);
   w.end_array();
-  w.key("git_commit").string(ZCODE_GIT_COMMIT);
+  w.key("git_commit").string(git_commit());
   w.key("environment").raw(r.environment_json);
   // The plugin files that made this checkpoint (environment snapshot).
   w.key("plugins").begin_array();

@@ -1,9 +1,9 @@
 // The engine's setup: registry and host, stage creation, the memory check
 // of preflight, and what the stages report about themselves.
-#include <zcode/core/build_info.h>
 #include <zcode/core/dist/launch.h>
 #include <zcode/core/log.h>
 #include <zcode/core/preflight.h>
+#include <zcode/core/version.h>
 
 #include "engine_impl.h"
 
@@ -305,7 +305,7 @@ void Engine::Impl::check_same_run() {
   // another model or computes differently would corrupt the sums silently.
   std::string mine = ckpt::sha256_hex(config_json.data(), config_json.size());
   mine += ' ';
-  mine += ZCODE_GIT_COMMIT;
+  mine += git_commit();
   mine += ' ';
   try {
     mine += ckpt::sha256_file("/proc/self/exe");

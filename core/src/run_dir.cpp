@@ -3,6 +3,7 @@
 
 #include <zcode/abi.h>
 #include <zcode/core/build_info.h>
+#include <zcode/core/version.h>
 
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -146,7 +147,7 @@ std::string environment_json(int num_threads) {
   w.Key("zcode_version");
   w.String(ZCODE_VERSION_STRING);
   w.Key("git_commit");
-  w.String(ZCODE_GIT_COMMIT);
+  w.String(git_commit());
   w.Key("abi_version");
   w.String((std::to_string(ZC_ABI_VERSION_MAJOR) + "." + std::to_string(ZC_ABI_VERSION_MINOR)).c_str());
   w.Key("build_type");

@@ -9,14 +9,14 @@
 namespace zcode {
 
 const char* version_string() { return ZCODE_VERSION_STRING; }
-const char* git_commit() { return ZCODE_GIT_COMMIT; }
+// git_commit(): generated at build time (cmake/git_commit.cmake).
 
 std::string version_text() {
   std::ostringstream o;
   auto dep = [&](const char* name, const char* v) { o << "  " << name << " " << (*v ? v : "(unknown)") << "\n"; };
   o << "zcode-host " << ZCODE_VERSION_STRING << "\n";
   o << "plugin ABI " << ZC_ABI_VERSION_MAJOR << "." << ZC_ABI_VERSION_MINOR << "\n";
-  o << "git commit " << ZCODE_GIT_COMMIT << "\n";
+  o << "git commit " << git_commit() << "\n";
   o << "build type " << ZCODE_BUILD_TYPE << (ZCODE_SANITIZE_BUILD ? " (asan+ubsan)" : "") << ", " << ZCODE_CXX_COMPILER
     << "\n";
   o << "backends: cpu (fp32, OpenBLAS)";
