@@ -8,19 +8,30 @@
 #   cmake -DSOURCE_DIR=<repo> -DOUTPUT=<file.cpp> -P git_commit.cmake
 #
 # The commit is `git rev-parse --short=12 HEAD`, with "-dirty" when tracked
-# files differ from it (`git diff --quiet HEAD`), and "unknown" outside a
-# git checkout (a source tarball) or without git.
+# files differ from it, and "unknown" without git or where SOURCE_DIR is not
+# the top of a git checkout (a source tarball, even one unpacked inside some
+# other repository, whose commit says nothing about these sources).
+#
+# `--no-optional-locks status` and not `diff --quiet HEAD`: the latter
+# refreshes .git/index when file times are stale, taking index.lock at every
+# build, where a `git commit` typed during a build would fail on it.
 find_package(Git QUIET)
 set(commit "unknown")
 if(GIT_FOUND)
-  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse --short=12 HEAD WORKING_DIRECTORY ${SOURCE_DIR}
-                  OUTPUT_VARIABLE head OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
-  if(rc EQUAL 0 AND head)
-    set(commit "${head}")
-    execute_process(COMMAND ${GIT_EXECUTABLE} diff --quiet HEAD -- WORKING_DIRECTORY ${SOURCE_DIR}
-                    RESULT_VARIABLE dirty OUTPUT_QUIET ERROR_QUIET)
-    if(dirty EQUAL 1)
-      string(APPEND commit "-dirty")
+  execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse --show-toplevel WORKING_DIRECTORY ${SOURCE_DIR}
+                  OUTPUT_VARIABLE top OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+  get_filename_component(top "${top}" REALPATH)
+  get_filename_component(src "${SOURCE_DIR}" REALPATH)
+  if(rc EQUAL 0 AND top STREQUAL src)
+    execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse --short=12 HEAD WORKING_DIRECTORY ${SOURCE_DIR}
+                    OUTPUT_VARIABLE head OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+    if(rc EQUAL 0 AND head)
+      set(commit "${head}")
+      execute_process(COMMAND ${GIT_EXECUTABLE} --no-optional-locks status --porcelain --untracked-files=no
+                      WORKING_DIRECTORY ${SOURCE_DIR} OUTPUT_VARIABLE changes ERROR_QUIET RESULT_VARIABLE rc)
+      if(rc EQUAL 0 AND changes)
+        string(APPEND commit "-dirty")
+      endif()
     endif()
   endif()
 endif()

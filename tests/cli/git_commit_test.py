@@ -10,7 +10,10 @@ whose commit the test reads with git itself:
     that depends on it rebuilds);
   - a tracked file changed: "<commit>-dirty"; an untracked file alone: clean;
   - a new commit: the new hash;
-  - a folder outside any git checkout: "unknown";
+  - a folder outside any git checkout: "unknown"; a folder inside the scratch
+    repository (a tarball unpacked in someone's checkout): "unknown" too;
+  - a touched but unchanged tracked file: clean, and .git/index untouched
+    (no lock taken at every build);
 and the built zcode-host prints the commit of the build tree's generated file.
 
 Usage: git_commit_test.py CMAKE SCRIPT ZCODE_HOST GENERATED_CPP
@@ -34,11 +37,13 @@ def check(ok, what):
 def git(repo, *args):
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")
-    return subprocess.run(["git", "-C", repo, *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+    return subprocess.run(["git", "-C", repo, "-c", "commit.gpgsign=false", *args], check=True, capture_output=True,
+                          text=True, env=env).stdout.strip()
 
 
 def stamp(src, out):
-    env = dict(os.environ, GIT_CEILING_DIRECTORIES=os.path.dirname(src))
+    # git looks no higher than the scratch folder's parent (/tmp itself might be in a checkout).
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=os.path.dirname(os.path.dirname(out)))
     subprocess.run([cmake, f"-DSOURCE_DIR={src}", f"-DOUTPUT={out}", "-P", script], check=True, env=env)
     m = re.search(r'return "([^"]*)";', open(out).read())
     return m.group(1) if m else None
@@ -63,6 +68,14 @@ with tempfile.TemporaryDirectory() as tmp:
     check(stamp(repo, out) == first[:12] and os.stat(out).st_mtime_ns == before,
           "an unchanged commit rewrote the file")
 
+    index = os.path.join(repo, ".git", "index")
+    index_before = os.stat(index).st_mtime_ns
+    later = index_before + 5 * 10**9  # touched, content unchanged: the index's stat cache no longer matches
+    os.utime(os.path.join(repo, "a.txt"), ns=(later, later))
+    got = stamp(repo, out)
+    check(got == first[:12], f"a touched, unchanged file: {got!r}, expected {first[:12]!r}")
+    check(os.stat(index).st_mtime_ns == index_before, "the stamp rewrote .git/index")
+
     with open(os.path.join(repo, "b.txt"), "w") as f:
         f.write("untracked\n")
     got = stamp(repo, out)
@@ -81,6 +94,10 @@ with tempfile.TemporaryDirectory() as tmp:
     os.makedirs(plain)
     got = stamp(plain, out)
     check(got == "unknown", f"outside a git checkout: {got!r}, expected 'unknown'")
+    nested = os.path.join(repo, "unpacked")
+    os.makedirs(nested)
+    got = stamp(nested, out)
+    check(got == "unknown", f"a folder inside another checkout: {got!r}, expected 'unknown'")
 
 built = re.search(r'return "([^"]*)";', open(generated).read()).group(1)
 version = subprocess.run([host, "--version"], check=True, capture_output=True, text=True).stdout

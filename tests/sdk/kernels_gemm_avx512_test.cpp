@@ -122,6 +122,20 @@ TEST(GemmAvx512, EqualsItsDefinitionForEveryTransposeAndShape) {
       for (const auto& s : shapes) check({ta, tb, s[0], s[1], s[2], 1.f, 0.f}, 1);
 }
 
+// A column panel narrower than kNc = 2048 holds 2048 / round_up(N, 32) K
+// blocks of 256 at once (gemm_avx512.cpp, gemm_serial): K past that group
+// runs a second group, whose first K block must add to C, not restart it.
+// N 1000 → groups of 512; N 1 → 16,384; N 2049 → a 2048 panel and a
+// 1-column one; N 400 → 1024. On 2 threads the split halves change the group.
+TEST(GemmAvx512, KBlocksAcrossGroupsOfANarrowPanel) {
+  SKIP_WITHOUT_AVX512();
+  const int shapes[][3] = {{20, 1000, 600}, {20, 1, 16384 + 300}, {3, 2049, 600}, {30, 400, 1281}};
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (const auto& s : shapes)
+        for (int threads : {1, 2}) check({ta, tb, s[0], s[1], s[2], 1.f, 0.5f}, threads);
+}
+
 TEST(GemmAvx512, AlphaAndBetaAsDefined) {
   SKIP_WITHOUT_AVX512();
   for (float alpha : {1.f, 0.125f, -2.5f})

@@ -271,8 +271,9 @@ __attribute__((target("avx512f"))) void macro_kernel(int mc, int nc, int kc, con
 // Goto's order runs the K blocks outside the row blocks: one B panel packed
 // at a time, but a pass over all of C per K block. Where the column panel is
 // narrower than kNc, the B buffer holds several K blocks of it at once
-// (kNc / nc of them), and those run inside each row block, whose C tile then
-// stays in cache across them: C is passed ceil(K / (kKc · group)) times
+// (kNc / nc_padded of them, nc_padded being nc rounded up to kNr), and those
+// run inside each row block, whose C tile then stays in cache across them:
+// C is passed ceil(K / group) times (group = that many K blocks' columns)
 // instead of ceil(K / kKc). Head gradients over 1,024 tokens with d = 256:
 // the weight's 50,304 × 256 C goes from 4 passes to 1, the input's
 // 1,024 × 256 from 197 to 25 (−17 % and −6 % time on one core of the AMD EPYC
@@ -283,9 +284,9 @@ void gemm_serial(const Op& A, const Op& B, int M, int N, int K, float alpha, flo
   for (int j0 = 0; j0 < N; j0 += kNc) {
     const int nc = std::min(kNc, N - j0);
     const long nc_padded = (nc + kNr - 1) / kNr * kNr;
-    const int group = static_cast<int>(kNc / nc_padded) * kKc;  // K columns of B the buffer holds at once
-    for (int kg = 0; kg < K; kg += group) {
-      const int k_end = std::min(K, kg + group);
+    const int group = static_cast<int>(kNc / nc_padded) * kKc;     // K columns of B the buffer holds at once
+    for (int kg = 0; kg<K; kg = K - kg> group ? kg + group : K) {  // (kg + group may pass INT_MAX)
+      const int k_end = K - kg > group ? kg + group : K;
       for (int k0 = kg; k0 < k_end; k0 += kKc)
         pack_b(B, k0, std::min(kKc, k_end - k0), j0, nc, buf.b + (k0 - kg) * nc_padded);
       for (int i0 = 0; i0 < M; i0 += kMc) {
