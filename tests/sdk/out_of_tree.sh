@@ -32,8 +32,10 @@ echo "== the installed layout is self-contained: no source or build path in a bi
 # path still fails.
 sanitizer_locations=0
 find "$src" "$(cd "$src" && pwd -P)" -path "$build" -prune -o -type f \( -name '*.c' -o -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.inc' \) -print >"$work/source_files.txt"
-# Sources the build generates (protoc's tensorboard.pb.cc and .pb.h) are instrumented the same way.
-find "$build" "$(cd "$build" && pwd -P)" -type f \( -name '*.pb.cc' -o -name '*.pb.h' \) -print >>"$work/source_files.txt"
+# Sources the build generates (protoc's tensorboard.pb.cc and .pb.h, core's generated/git_commit.cpp)
+# are instrumented the same way.
+find "$build" "$(cd "$build" && pwd -P)" -type f \( -name '*.pb.cc' -o -name '*.pb.h' -o -path '*/generated/*.cpp' \) \
+  -print >>"$work/source_files.txt"
 for f in "$prefix/bin/zcode-host" "$prefix"/lib/zcode/plugins/*.so; do
   strings -a "$f" >"$work/strings.txt"
   if [ "$sanitize" = "1" ]; then
