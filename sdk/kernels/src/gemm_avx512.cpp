@@ -246,8 +246,7 @@ __attribute__((target("avx512f"))) void micro_kernel(int kc, const float* __rest
       c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
     }
   }
-  const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
-  const __mmask16 m1 = static_cast<__mmask16>(cols >= 32 ? 0xFFFF : cols <= 16 ? 0 : (1u << (cols - 16)) - 1);
+  const __mmask16 m0 = first_lanes(cols), m1 = first_lanes(std::max(0, cols - 16));
 #pragma GCC unroll 14
   for (int r = 0; r < kMr; ++r) {
     if (r >= rows) break;
@@ -284,9 +283,9 @@ void gemm_serial(const Op& A, const Op& B, int M, int N, int K, float alpha, flo
   for (int j0 = 0; j0 < N; j0 += kNc) {
     const int nc = std::min(kNc, N - j0);
     const long nc_padded = (nc + kNr - 1) / kNr * kNr;
-    const int group = static_cast<int>(kNc / nc_padded) * kKc;     // K columns of B the buffer holds at once
-    for (int kg = 0; kg<K; kg = K - kg> group ? kg + group : K) {  // (kg + group may pass INT_MAX)
-      const int k_end = K - kg > group ? kg + group : K;
+    const int group = static_cast<int>(kNc / nc_padded) * kKc;  // K columns of B the buffer holds at once
+    for (int kg = 0, k_end; kg < K; kg = k_end) {
+      k_end = K - kg > group ? kg + group : K;  // (kg + group may pass INT_MAX)
       for (int k0 = kg; k0 < k_end; k0 += kKc)
         pack_b(B, k0, std::min(kKc, k_end - k0), j0, nc, buf.b + (k0 - kg) * nc_padded);
       for (int i0 = 0; i0 < M; i0 += kMc) {

@@ -14,9 +14,9 @@
 // kKc × kNc panels of 32-column slivers, A in kMc × kKc blocks of 14-row
 // slivers, a 14 × 32 register tile of fused multiply-adds. One departure:
 // a column panel narrower than kNc keeps kNc / nc (nc rounded up to 32) of
-// its K blocks packed at
-// once, and those run inside each row block, so that C stays in cache across
-// them (the arithmetic, and so the bits, are those of Goto's order).
+// its K blocks packed at once, and those run inside each row block, so that
+// C stays in cache across them (the arithmetic, and so the bits, are those
+// of Goto's order).
 //
 // Numerics: every C element is alpha times one FMA chain over k in order,
 // restarted every 256 k (the K block), each block's chain then added to C
