@@ -1,5 +1,7 @@
 #include <zcode/kernels/gemm_packed.h>
 
+#include "in_register.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -62,7 +64,10 @@ __attribute__((target("avx512f,avx2,fma"))) inline void tile_avx512(int K, const
   const int64_t ps = int64_t{K} * kP;  // panel stride
   for (int k = 0; k < K; ++k) {
     __m512 w[C];
-    for (int c = 0; c < C; ++c) w[c] = _mm512_loadu_ps(Wp + c * ps + int64_t{k} * kP);
+    for (int c = 0; c < C; ++c) {
+      w[c] = _mm512_loadu_ps(Wp + c * ps + int64_t{k} * kP);
+      if constexpr (R > 1) in_register(w[c]);  // read by R rows: one load
+    }
     for (int r = 0; r < R; ++r) {
       const __m512 xb = _mm512_set1_ps(x[int64_t{r} * K + k]);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(xb, w[c], acc[r][c]);
@@ -125,6 +130,10 @@ __attribute__((target("avx2,fma"))) inline void tile_avx2(int K, const float* x,
     for (int c = 0; c < C; ++c) {
       w[2 * c] = _mm256_loadu_ps(Wp + c * ps + int64_t{k} * kP);
       w[2 * c + 1] = _mm256_loadu_ps(Wp + c * ps + int64_t{k} * kP + 8);
+      if constexpr (R > 1) {
+        in_register(w[2 * c]);
+        in_register(w[2 * c + 1]);
+      }
     }
     for (int r = 0; r < R; ++r) {
       const __m256 xb = _mm256_broadcast_ss(x + int64_t{r} * K + k);
