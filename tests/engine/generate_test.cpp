@@ -426,13 +426,16 @@ TEST(SamplingReference, MatchesPython) {
 
 // argmax against a strict left-to-right scan (ties: the lowest id; a NaN never
 // wins, -inf counts as a value, and NaN everywhere gives 0), on lengths around
-// its 16-lane blocks.
+// its 16-lane groups and 512-element blocks. Every fourth row rises with noise,
+// so its maximum sits in a late block, tied there and nowhere before.
 TEST(Argmax, EqualsAStrictScan) {
   std::mt19937 rng(9);
-  for (int64_t n : {1, 5, 15, 16, 17, 31, 32, 33, 50257}) {
+  for (int64_t n : {1, 5, 15, 16, 17, 31, 32, 33, 511, 512, 513, 1025, 1537, 50257}) {
     for (int rep = 0; rep < 20; ++rep) {
       std::vector<float> x(static_cast<size_t>(n));
       for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 7)) - 3.f;  // many ties
+      if (rep % 4 == 0)
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i / 100 + rng() % 3);
       if (rep % 3 == 1) x[rng() % x.size()] = std::numeric_limits<float>::quiet_NaN();
       if (rep % 5 == 2) x[0] = std::numeric_limits<float>::quiet_NaN();
       if (rep % 7 == 3)  // only NaN and -inf: the first -inf is the scan's answer

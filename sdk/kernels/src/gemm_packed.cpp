@@ -66,7 +66,7 @@ __attribute__((target("avx512f,avx2,fma"))) inline void tile_avx512(int K, const
     __m512 w[C];
     for (int c = 0; c < C; ++c) {
       w[c] = _mm512_loadu_ps(Wp + c * ps + int64_t{k} * kP);
-      if constexpr (R > 1) in_register(w[c]);  // read by R rows: one load
+      if constexpr (R > 1) ZC_IN_REGISTER(w[c]);  // read by R rows: one load
     }
     for (int r = 0; r < R; ++r) {
       const __m512 xb = _mm512_set1_ps(x[int64_t{r} * K + k]);
@@ -131,8 +131,8 @@ __attribute__((target("avx2,fma"))) inline void tile_avx2(int K, const float* x,
       w[2 * c] = _mm256_loadu_ps(Wp + c * ps + int64_t{k} * kP);
       w[2 * c + 1] = _mm256_loadu_ps(Wp + c * ps + int64_t{k} * kP + 8);
       if constexpr (R > 1) {
-        in_register(w[2 * c]);
-        in_register(w[2 * c + 1]);
+        ZC_IN_REGISTER(w[2 * c]);
+        ZC_IN_REGISTER(w[2 * c + 1]);
       }
     }
     for (int r = 0; r < R; ++r) {

@@ -90,11 +90,11 @@ __attribute__((target("avx512f,avx2,fma"))) inline void tile4x4_avx512(int K, co
     __m512 xv[4];
     for (int i = 0; i < 4; ++i) {
       xv[i] = _mm512_loadu_ps(x + int64_t{i} * K + k);
-      in_register(xv[i]);  // read by 4 rows of W: one load
+      ZC_IN_REGISTER(xv[i]);  // read by 4 rows of W: one load
     }
     for (int r = 0; r < 4; ++r) {
       __m512 wv = _mm512_loadu_ps(W + int64_t{r} * K + k);
-      in_register(wv);  // read by 4 rows: one load
+      ZC_IN_REGISTER(wv);  // read by 4 rows: one load
       for (int i = 0; i < 4; ++i) acc[i][r] = _mm512_fmadd_ps(wv, xv[i], acc[i][r]);
     }
   }
@@ -168,11 +168,11 @@ __attribute__((target("avx2,fma"))) inline void tile2x4_avx2(int K, const float*
   int k = 0;
   for (; k + 8 <= K; k += 8) {
     __m256 x0 = _mm256_loadu_ps(x + k), x1 = _mm256_loadu_ps(x + K + k);
-    in_register(x0);  // each read by 4 rows of W: one load
-    in_register(x1);
+    ZC_IN_REGISTER(x0);  // each read by 4 rows of W: one load
+    ZC_IN_REGISTER(x1);
     for (int r = 0; r < 4; ++r) {
       __m256 wv = _mm256_loadu_ps(W + int64_t{r} * K + k);
-      in_register(wv);  // read by 2 rows: one load
+      ZC_IN_REGISTER(wv);  // read by 2 rows: one load
       acc[0][r] = _mm256_fmadd_ps(wv, x0, acc[0][r]);
       acc[1][r] = _mm256_fmadd_ps(wv, x1, acc[1][r]);
     }

@@ -1,5 +1,7 @@
 #include <zcode/kernels/head_logits.h>
 
+#include "in_register.h"
+
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -51,8 +53,12 @@ __attribute__((target("avx512f,avx2,fma"))) inline void tile_avx512(int K, const
   const float* h1 = hp + int64_t{K} * kHeadPanelRows;
   const float* w = W + int64_t{j0} * ldw;
   for (int k = 0; k < K; ++k) {
-    const __m512 a0 = _mm512_loadu_ps(hp + int64_t{k} * kHeadPanelRows);
-    const __m512 a1 = NP == 2 ? _mm512_loadu_ps(h1 + int64_t{k} * kHeadPanelRows) : a0;
+    __m512 a0 = _mm512_loadu_ps(hp + int64_t{k} * kHeadPanelRows);
+    __m512 a1 = NP == 2 ? _mm512_loadu_ps(h1 + int64_t{k} * kHeadPanelRows) : a0;
+    if constexpr (NV > 1) {  // each read by NV columns: one load (in_register.h)
+      ZC_IN_REGISTER(a0);
+      if constexpr (NP == 2) ZC_IN_REGISTER(a1);
+    }
     ZC_UNROLL for (int v = 0; v < NV; ++v) {
       const __m512 b = _mm512_set1_ps(w[v * ldw + k]);
       acc[0][v] = _mm512_fmadd_ps(a0, b, acc[0][v]);
@@ -122,8 +128,12 @@ __attribute__((target("avx2,fma"))) inline void tile_avx2(int K, const float* hp
   ZC_UNROLL for (int p = 0; p < 2; ++p) ZC_UNROLL for (int v = 0; v < NV; ++v) acc[p][v] = _mm256_setzero_ps();
   const float* w = W + int64_t{j0} * ldw;
   for (int k = 0; k < K; ++k) {
-    const __m256 a0 = _mm256_loadu_ps(hp + int64_t{k} * kHeadPanelRows);
-    const __m256 a1 = _mm256_loadu_ps(hp + int64_t{k} * kHeadPanelRows + 8);
+    __m256 a0 = _mm256_loadu_ps(hp + int64_t{k} * kHeadPanelRows);
+    __m256 a1 = _mm256_loadu_ps(hp + int64_t{k} * kHeadPanelRows + 8);
+    if constexpr (NV > 1) {  // each read by NV columns: one load (in_register.h)
+      ZC_IN_REGISTER(a0);
+      ZC_IN_REGISTER(a1);
+    }
     ZC_UNROLL for (int v = 0; v < NV; ++v) {
       const __m256 b = _mm256_broadcast_ss(w + v * ldw + k);
       acc[0][v] = _mm256_fmadd_ps(a0, b, acc[0][v]);

@@ -161,7 +161,8 @@ Result generate(Decoder& model, std::span<const int32_t> prompt, const Generatio
 
 // ---- building blocks, exposed for tests ------------------------------------
 
-/// argmax over logits[0..n); ties go to the lowest index; a NaN never wins (all NaN: 0).
+/// argmax over logits[0..n); ties go to the lowest index; a NaN never wins (all NaN, or n = 0: 0).
+/// n ≤ 2^31: the id is an int32 (a vocabulary index).
 int32_t argmax(const float* logits, int64_t n);
 
 /// One draw by the documented sampling procedure (steps 1-5 above);
