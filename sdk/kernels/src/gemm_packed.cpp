@@ -140,7 +140,11 @@ __attribute__((target("avx2,fma"))) inline void tile_avx2(int K, const float* x,
       for (int c = 0; c < 2 * C; ++c) acc[r][c] = _mm256_fmadd_ps(xb, w[c], acc[r][c]);
     }
   }
+  // Unrolled, so acc stays in registers: a loop indexing it at run time made
+  // GCC keep acc on the stack and store all of it at every k (2026-12-07).
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       float* dst = y + r * ldy + c * kP;
       if (last_partial && c == C - 1) {
