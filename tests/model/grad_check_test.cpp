@@ -22,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -379,6 +380,61 @@ void attention_case(bool docs, bool head_mask, int T = 5, int tile = kTile) {
   glm52::attention_bwd(qkv.data(), P.data(), mask.data(), w.data(), dqkv.data(), B, T, H, Hkv, hd, scratch.data(),
                        tile);
   expect_grad(qkv, dqkv, loss, "attention dqkv");
+}
+
+// The decode path's attention row for head dims 64 and 128 (float runs
+// attend_row_fixed there, with its own order of the score sums) against the
+// definition in double: s_j = scale·q·k_j, P = softmax over the unmasked keys,
+// entropy −Σ P ln P against the threshold, o = Σ_j P_j v_j. Keys sit at a
+// stride wider than hd, as in the KV cache.
+TEST(AttendRow, FixedHeadDimsMatchTheDefinition) {
+  for (int hd : {64, 128}) {
+    for (int n_keys : {1, 17, 100}) {
+      for (int mode = 0; mode < 4; ++mode) {  // 0 plain, 1 document mask, 2 head mask kept, 3 head mask masked
+        const int64_t stride = 3 * hd;
+        const Vec qd = randn(size_t(hd), 11 + hd + n_keys, 0.3), kd = randn(size_t(n_keys * stride), 12 + n_keys, 0.3),
+                  vd = randn(size_t(n_keys * stride), 13 + n_keys);
+        std::vector<float> q(qd.begin(), qd.end()), k(kd.begin(), kd.end()), v(vd.begin(), vd.end());
+        std::vector<int32_t> doc(static_cast<size_t>(n_keys));
+        for (int j = 0; j < n_keys; ++j) doc[size_t(j)] = j % 3 == 1 ? 7 : 2;
+        const bool use_doc = mode == 1, head_mask = mode >= 2;
+        const float threshold = mode == 3 ? 0.f : 1e9f;
+        const double scale = 1.0 / std::sqrt(double(hd));
+        // The definition, in double, on the float inputs.
+        std::vector<double> pr(size_t(n_keys), 0.0), orf(size_t(hd), 0.0);
+        double mx = -INFINITY;
+        for (int j = 0; j < n_keys; ++j) {
+          if (use_doc && doc[size_t(j)] != 2) continue;
+          double sj = 0;
+          for (int i = 0; i < hd; ++i) sj += double(q[size_t(i)]) * double(k[size_t(j * stride + i)]);
+          pr[size_t(j)] = sj * scale;
+          mx = std::max(mx, pr[size_t(j)]);
+        }
+        double sum = 0;
+        for (int j = 0; j < n_keys; ++j)
+          if (!use_doc || doc[size_t(j)] == 2) sum += std::exp(pr[size_t(j)] - mx);
+        double entropy = 0;
+        for (int j = 0; j < n_keys; ++j) {
+          const bool live = !use_doc || doc[size_t(j)] == 2;
+          pr[size_t(j)] = live ? std::exp(pr[size_t(j)] - mx) / sum : 0.0;
+          if (pr[size_t(j)] > 0) entropy -= pr[size_t(j)] * std::log(pr[size_t(j)]);
+        }
+        const bool kept = !(head_mask && entropy > threshold);
+        for (int j = 0; j < n_keys && kept; ++j)
+          for (int i = 0; i < hd; ++i) orf[size_t(i)] += pr[size_t(j)] * double(v[size_t(j * stride + i)]);
+        std::vector<float> p(static_cast<size_t>(n_keys)), o(static_cast<size_t>(hd), -1.f);
+        const bool got = glm52::attend_row(q.data(), k.data(), v.data(), stride, n_keys,
+                                           use_doc ? doc.data() : static_cast<const int32_t*>(nullptr), 2, hd,
+                                           static_cast<float>(scale), head_mask, threshold, p.data(), o.data());
+        const std::string at =
+            "hd " + std::to_string(hd) + ", keys " + std::to_string(n_keys) + ", mode " + std::to_string(mode);
+        EXPECT_EQ(got, kept) << at;
+        for (int j = 0; j < n_keys; ++j)
+          EXPECT_NEAR(p[size_t(j)], kept ? pr[size_t(j)] : 0.0, 1e-6) << at << ", P[" << j << "]";
+        for (int i = 0; i < hd; ++i) EXPECT_NEAR(o[size_t(i)], orf[size_t(i)], 2e-6) << at << ", o[" << i << "]";
+      }
+    }
+  }
 }
 
 TEST(GradCheck, AttentionGqaCausal) { attention_case(false, false); }

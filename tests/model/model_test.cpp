@@ -234,6 +234,17 @@ TEST(KVCache, GreedyEqualsRecomputePreNormHeadMask) {
     "dynamic_head_mask": {"enabled": true, "entropy_threshold": 1.5}})");
 }
 
+// Head dims 64 and 128: the decode row's attention takes attend_row_fixed there.
+TEST(KVCache, GreedyEqualsRecomputeHeadDim64) {
+  kv_case(R"({"vocab_size": 300, "d_model": 128, "n_layers": 2, "n_heads": 2, "n_kv_heads": 2, "head_dim": 64,
+    "moe_experts": 4, "moe_top_k": 2, "moe_ffn_hidden": 64, "max_seq_len": 64})");
+}
+TEST(KVCache, GreedyEqualsRecomputeHeadDim128HeadMask) {
+  kv_case(R"({"vocab_size": 300, "d_model": 128, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1, "head_dim": 128,
+    "moe_experts": 4, "moe_top_k": 1, "moe_ffn_hidden": 64, "max_seq_len": 64,
+    "dynamic_head_mask": {"enabled": true, "entropy_threshold": 1.5}})");
+}
+
 TEST(KVCache, ReorderSwapsSequences) {
   zcode::kernels::set_num_threads(1);
   const glm52::Config cfg = glm52_test::make_config(kSmall);
