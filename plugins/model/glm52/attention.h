@@ -54,13 +54,15 @@ bool softmax_row(T* p, int t, int n_cols, const int32_t* key_doc, int32_t q_doc,
 
 /// attend_row for a head dimension HD fixed at compile time (a multiple of
 /// 16). Each score sums q_i·k_i in 16 lanes (lane l over i ≡ l mod 16, in
-/// order of i), then the lanes pairwise (l + 8, + 4, + 2, + 1); o stays in
-/// registers over the keys. Why: with hd a run-time value GCC reduced each
-/// score through the stack one lane at a time and kept o in memory, a store
-/// and a reload per key, so a decode step's attention ran at a fraction of
-/// the loads' rate (2026-12-07, 2-core AMD EPYC VM: one layer of 32 slots × 4
-/// heads × 128 cached keys, 440–590 → 330–390 µs). o's sums are attend_row's
-/// (the same products added in the same order); the scores' order differs.
+/// order of i), then the lanes pairwise (l + 8, + 4, + 2, + 1), with q
+/// copied out of reach of p_out's stores. Why: with hd a run-time value GCC
+/// reduced each score through the stack one lane at a time, so a decode
+/// step's attention ran at a fraction of the loads' rate (2026-12-07, 2-core
+/// AMD EPYC VM: one layer of 32 slots × 4 heads × 128 cached keys, 720–741 →
+/// 404–456 µs). o's sums are attend_row's (the same products added in the
+/// same order); the scores' order differs. o still makes a round trip
+/// through the stack per key (GCC keeps the array there); a version holding
+/// it in GCC vector types measured no faster.
 template <class T, int HD>
 bool attend_row_fixed(const T* q, const T* k, const T* v, int64_t stride, int n_keys, const int32_t* key_doc,
                       int32_t q_doc, T scale, bool head_mask, T threshold, T* p_out, T* o) {
