@@ -55,6 +55,12 @@ struct Buffers {
 // grows to the most threads that ever ran GEMMs at once (a training step's
 // team) and then allocates nothing; its destructor frees everything when the
 // library is unloaded.
+//
+// It grows a set per thread of the calling team at once: growing one set at a
+// time, when calls first overlapped, made the first step in which two threads'
+// GEMMs happened to overlap allocate, and whether they did in the warm-up
+// steps depended on timing (Model.NoHeapAllocationInSteadyStateStep failed 4
+// times in 30 while another test run loaded the machine, 2026-12-07).
 class BufferPool {
  public:
   // A set nobody else holds, or nullptr when a new one cannot be allocated.
@@ -62,22 +68,29 @@ class BufferPool {
   // end the process).
   Buffers* acquire() noexcept {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!free_.empty()) {
-      Buffers* b = free_.back();
-      free_.pop_back();
-      return b;
+    if (free_.empty()) {
+      // Every thread of this team (or of the team a region would start here)
+      // may hold one; more only when more threads than that call at once.
+      const size_t team = static_cast<size_t>(std::max({omp_get_num_threads(), omp_get_max_threads(), 1}));
+      const size_t want = std::max(all_.size() + 1, team);
+      try {
+        free_.reserve(want);  // so that release() never allocates
+        all_.reserve(want);
+        while (all_.size() < want) {
+          auto fresh = std::make_unique<Buffers>();
+          fresh->a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
+          fresh->b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
+          if (!fresh->a || !fresh->b) break;
+          all_.push_back(std::move(fresh));
+          free_.push_back(all_.back().get());
+        }
+      } catch (const std::bad_alloc&) {
+      }
+      if (free_.empty()) return nullptr;
     }
-    try {
-      auto fresh = std::make_unique<Buffers>();
-      fresh->a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMc * kKc));
-      fresh->b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKc * kNc));
-      if (!fresh->a || !fresh->b) return nullptr;
-      free_.reserve(all_.size() + 1);  // so that release() never allocates
-      all_.push_back(std::move(fresh));
-      return all_.back().get();
-    } catch (const std::bad_alloc&) {
-      return nullptr;
-    }
+    Buffers* b = free_.back();
+    free_.pop_back();
+    return b;
   }
   void release(Buffers* b) {
     if (!b) return;
