@@ -60,9 +60,11 @@ bool softmax_row(T* p, int t, int n_cols, const int32_t* key_doc, int32_t q_doc,
 /// step's attention ran at a fraction of the loads' rate (2026-12-07, 2-core
 /// AMD EPYC VM: one layer of 32 slots × 4 heads × 128 cached keys, 720–741 →
 /// 404–456 µs). o's sums are attend_row's (the same products added in the
-/// same order); the scores' order differs. o still makes a round trip
-/// through the stack per key (GCC keeps the array there); a version holding
-/// it in GCC vector types measured no faster.
+/// same order); the scores' order differs. o is summed in a local array and
+/// copied out at the end, not in place as attend_row's loop does: sharing
+/// that loop (even with o __restrict) measured 20–30 % slower on the same
+/// layer (2026-12-07, 6 alternating runs). The array still makes a round
+/// trip through the stack per key; GCC vector types measured no faster.
 template <class T, int HD>
 bool attend_row_fixed(const T* q, const T* k, const T* v, int64_t stride, int n_keys, const int32_t* key_doc,
                       int32_t q_doc, T scale, bool head_mask, T threshold, T* p_out, T* o) {
