@@ -1,14 +1,18 @@
 // The server's text and request handling without a model: TextStream's UTF-8
 // hold-back and stop strings (byte values from the UTF-8 encoding rules,
 // RFC 3629 §3), U+FFFD substitution (Unicode 15 §3.9, its own worked
-// example), and the OpenAI request checks.
+// example), the OpenAI request checks, and ChangeSignal's wake-ups.
 #include <zcode/core/serve/text_stream.h>
 
+#include "serve/change_signal.h"
 #include "serve/openai_api.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -208,6 +212,106 @@ TEST(OpenAiRequest, BadPenaltiesAndLogitBiasNameTheFieldAndKey) {
   std::string many = R"({"model": "m", "prompt": "a", "logit_bias": {)";
   for (int i = 0; i < 301; ++i) many.append(i ? ", \"" : "\"").append(std::to_string(i)).append("\": 1");
   EXPECT_EQ(parse_error(many + "}}"), "400 logit_bias: 'logit_bias': 301 entries; at most 300 are allowed");
+}
+
+// ---- ChangeSignal (change_signal.h) ----------------------------------------
+//
+// The liveness bounds below are 10–100× what the waits need: a lost wake-up
+// shows as a waiter sleeping out its whole timeout, which the bounds catch.
+
+using zcode::serve::ChangeSignal;
+using Steady = std::chrono::steady_clock;
+
+TEST(ChangeSignalTest, AWaitAfterAChangeReturnsAtOnce) {
+  ChangeSignal s;
+  const uint32_t seen = s.value();
+  s.bump();
+  EXPECT_EQ(s.value(), seen + 1);
+  const auto t0 = Steady::now();
+  s.wait_change(seen, std::chrono::seconds(30));
+  EXPECT_LT(Steady::now() - t0, std::chrono::seconds(10));
+}
+
+TEST(ChangeSignalTest, AWaitWithoutAChangeEndsAtItsTimeout) {
+  ChangeSignal s;
+  const auto t0 = Steady::now();
+  s.wait_change(s.value(), std::chrono::milliseconds(50));
+  EXPECT_GE(Steady::now() - t0, std::chrono::milliseconds(50));
+  s.wait_change(s.value(), std::chrono::nanoseconds(0));  // returns at once
+}
+
+TEST(ChangeSignalTest, OneBumpWakesEveryWaiter) {
+  ChangeSignal s;
+  std::mutex m;
+  bool ready = false;
+  constexpr int kWaiters = 8;
+  std::vector<std::thread> waiters;
+  std::vector<Steady::duration> took(kWaiters);
+  const auto t0 = Steady::now();
+  for (int i = 0; i < kWaiters; ++i)
+    waiters.emplace_back([&, i] {
+      std::unique_lock<std::mutex> lk(m);
+      for (;;) {  // the protocol of change_signal.h
+        const uint32_t seen = s.value();
+        if (ready) break;
+        lk.unlock();
+        s.wait_change(seen, std::chrono::seconds(30));
+        lk.lock();
+      }
+      took[static_cast<size_t>(i)] = Steady::now() - t0;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // most are asleep by now; the rest see `ready`
+  {
+    std::lock_guard<std::mutex> lk(m);
+    ready = true;
+  }
+  s.bump();
+  for (auto& t : waiters) t.join();
+  for (const auto& d : took) EXPECT_LT(d, std::chrono::seconds(10));
+}
+
+TEST(ChangeSignalTest, APingPongLosesNoWakeUp) {
+  // Two threads take turns 2,000 times, each waiting with the protocol for
+  // the other's move. A lost wake-up makes a wait run out its 5 s timeout:
+  // the game then ends at once, marked lost.
+  ChangeSignal s;
+  std::mutex m;
+  int turn = 0;  // even: A moves, odd: B moves
+  bool lost = false;
+  constexpr int kMoves = 2000;
+  auto play = [&](int parity) {
+    std::unique_lock<std::mutex> lk(m);
+    for (;;) {
+      const uint32_t seen = s.value();
+      if (turn >= kMoves) return;
+      if (turn % 2 == parity) {
+        ++turn;
+        lk.unlock();
+        s.bump();
+        lk.lock();
+        continue;
+      }
+      lk.unlock();
+      const auto w0 = Steady::now();
+      s.wait_change(seen, std::chrono::seconds(5));
+      const bool timed_out = Steady::now() - w0 >= std::chrono::seconds(5);
+      lk.lock();
+      if (timed_out && turn % 2 == parity) {  // it was this thread's move all along
+        lost = true;
+        turn = kMoves;
+        lk.unlock();
+        s.bump();
+        return;
+      }
+    }
+  };
+  const auto t0 = Steady::now();
+  std::thread a(play, 0), b(play, 1);
+  a.join();
+  b.join();
+  EXPECT_FALSE(lost) << "a waiter slept through the other's move until its timeout";
+  EXPECT_EQ(turn, kMoves);
+  EXPECT_LT(Steady::now() - t0, std::chrono::seconds(60));
 }
 
 }  // namespace

@@ -236,6 +236,11 @@ void Scheduler::choose(Running& r, const float* logits) {
 }
 
 void Scheduler::step() {
+  step_sequences();
+  if (opts_.on_step_end) opts_.on_step_end();
+}
+
+void Scheduler::step_sequences() {
   const auto now = std::chrono::steady_clock::now();
   for (auto& r : slots_) {
     if (!r) continue;

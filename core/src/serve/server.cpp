@@ -3,6 +3,7 @@
 #include <zcode/core/serve/server.h>
 #include <zcode/core/serve/text_stream.h>
 
+#include "serve/change_signal.h"
 #include "serve/openai_api.h"
 
 #include <httplib.h>
@@ -225,6 +226,10 @@ struct Server::Impl {
   std::string model_id;
   int64_t model_created = 0;
   int32_t context = 0;
+  // Bumped after each scheduler step: the requests' HTTP threads wait on it
+  // (await) for their Call's state to change. Declared before `scheduler`,
+  // whose thread bumps it until the scheduler is destroyed.
+  ChangeSignal published;
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;
   Metrics metrics;
@@ -235,7 +240,9 @@ struct Server::Impl {
   uint64_t id_salt = 0;
 
   Impl(const InferenceModel& m, const ServerOptions& o) : model(m), opts(o) {
-    scheduler = std::make_unique<Scheduler>(m, o.scheduler);
+    SchedulerOptions so = o.scheduler;
+    so.on_step_end = [this] { published.bump(); };
+    scheduler = std::make_unique<Scheduler>(m, so);
     context = scheduler->options().max_len;
     model_id = m.config().experiment_name();
     std::error_code ec;
@@ -308,8 +315,7 @@ struct Call {
   std::string id;
   int64_t created = 0;
   Clock::time_point t0 = Clock::now();
-  std::mutex m;
-  std::condition_variable cv;
+  std::mutex m;  // guards what follows; the scheduler's sinks write, the request's HTTP thread reads (await)
   std::vector<Choice> choices;
   std::deque<std::string> events;  // SSE payloads, streaming only
   int remaining = 0;
@@ -408,6 +414,24 @@ namespace {
 
 const char* finish_name(FinishReason r) { return r == FinishReason::kLength ? "length" : "stop"; }
 
+// Waits until ready() (checked with `lk` held, as it is on entry and on
+// return) or `timeout` passes; returns ready(). The writers change the state
+// under the same lock and then bump `signal` (change_signal.h's protocol).
+template <class Ready>
+bool wait_for_state(const ChangeSignal& signal, std::unique_lock<std::mutex>& lk, Clock::duration timeout,
+                    Ready ready) {
+  const auto until = Clock::now() + timeout;
+  for (;;) {
+    const uint32_t seen = signal.value();
+    if (ready()) return true;
+    const auto left = until - Clock::now();
+    if (left <= Clock::duration::zero()) return false;
+    lk.unlock();
+    signal.wait_change(seen, left);
+    lk.lock();
+  }
+}
+
 // The scheduler's view of one choice: text, stop strings, stream events.
 class ChoiceSink : public SequenceSink {
  public:
@@ -462,10 +486,8 @@ class ChoiceSink : public SequenceSink {
       c.lp.push_back(t);
       c.lp_text.push_back(tok_text);
     }
-    if (k.req.stream && (!piece.empty() || k.req.logprobs >= 0)) {
-      k.events.push_back(k.chunk_json(i_, piece, nullptr));
-      k.cv.notify_all();
-    }
+    // The reader wakes at the step's end (Impl::published), not here.
+    if (k.req.stream && (!piece.empty() || k.req.logprobs >= 0)) k.events.push_back(k.chunk_json(i_, piece, nullptr));
     return !stopped;
   }
 
@@ -502,7 +524,6 @@ class ChoiceSink : public SequenceSink {
       if (k.req.include_usage) k.events.push_back(k.usage_chunk());
       k.events.push_back("[DONE]");
     }
-    k.cv.notify_all();
   }
 
  private:
@@ -725,9 +746,9 @@ void Server::Impl::generation(const httplib::Request& hreq, httplib::Response& r
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [call](size_t, httplib::DataSink& sink) {
+        [this, call](size_t, httplib::DataSink& sink) {
           std::unique_lock<std::mutex> lk(call->m);
-          call->cv.wait_for(lk, std::chrono::milliseconds(200), [&] { return !call->events.empty(); });
+          wait_for_state(published, lk, std::chrono::milliseconds(200), [&] { return !call->events.empty(); });
           while (!call->events.empty()) {
             const std::string data = "data: " + call->events.front() + "\n\n";
             const bool last = call->events.front() == "[DONE]";
@@ -761,7 +782,8 @@ void Server::Impl::generation(const httplib::Request& hreq, httplib::Response& r
   // Non-streaming: wait for every choice, then one JSON answer.
   {
     std::unique_lock<std::mutex> lk(call->m);
-    call->cv.wait(lk, [&] { return call->remaining == 0; });
+    while (!wait_for_state(published, lk, std::chrono::seconds(1), [&] { return call->remaining == 0; })) {
+    }
   }
   --in_flight;
   for (const Choice& c : call->choices) {

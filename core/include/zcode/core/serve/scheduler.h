@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,7 +73,9 @@ enum class FinishReason {
 };
 const char* finish_reason_name(FinishReason r);
 
-/// A sequence's consumer, called on the scheduler's thread only: keep it short.
+/// A sequence's consumer, called on the scheduler's thread only: keep it
+/// short. Every call falls inside a step, before that step's
+/// SchedulerOptions::on_step_end.
 class SequenceSink {
  public:
   virtual ~SequenceSink() = default;
@@ -96,6 +99,11 @@ struct SchedulerOptions {
   int32_t prefill_chunk = 64;   ///< prompt tokens of one sequence per step
   int32_t max_step_tokens = 0;  ///< entries per step; 0 = slots + 4 · prefill_chunk
   int32_t max_queue = 64;       ///< sequences waiting for a slot; submit refuses more
+  /// Called on the scheduler's thread at the end of every step, after the
+  /// step's sink calls (its tokens and finishes): where a consumer wakes its
+  /// readers once per step instead of once per token (the server does).
+  /// Empty: nothing is called.
+  std::function<void()> on_step_end;
 };
 
 struct SchedulerStats {
@@ -134,7 +142,8 @@ class Scheduler {
  private:
   struct Running;
   void loop();
-  void step();
+  void step();            ///< step_sequences(), then opts_.on_step_end
+  void step_sequences();  ///< one model step over the running sequences and their sink calls
   void finish(Running& r, FinishReason why, const std::string& error = {});
   void choose(Running& r, const float* logits);
 
