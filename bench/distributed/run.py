@@ -7,7 +7,7 @@ dense GLU 683 / 8 experts of 512, top-2, dropless), seq 256, one global batch fo
 layout (--global sequences = batch_size × gradient_accumulation × ranks, micro-batch --micro):
 
   ZCode, the real `zcode-host run` on bench/distributed/config.yaml (--log-format json; the
-  step lines give step_time_ms and, with several ranks, comm_ms):
+  step lines give step_time_ms and, with several ranks, comm_ms and sync_wait_ms):
     1r1t   one process, 1 thread (a plain run, no launcher), accumulation global/micro
     2r1t   mpirun -np 2, 1 thread each (Open MPI binds each rank to a core)
     2r1t_ep2  (moe only) the same with distributed.expert_parallel 2: each rank holds 4 of
@@ -29,7 +29,9 @@ layout (--global sequences = batch_size × gradient_accumulation × ranks, micro
   bench_mpi_collectives (the reducer's reduce-scatter + all-gather alone, 2 and 3 ranks).
 Figures, per config: tokens/s (global batch tokens / median step time over the steps after
 --warmup), the efficiency 2r1t / (2 × 1r1t), 2r1t / 1r2t, the exposed communication share of
-a 2-rank step (median over steps of comm_ms / step_time_ms), ZCode 2r1t / DDP. The machine is
+a 2-rank step (median over steps of comm_ms / step_time_ms; since 2026-12-07 23:00 UTC comm_ms
+excludes the wait for the slower rank, sync_wait_ms, whose share is printed beside it, with the
+sum of the two: what comm_ms measured before), ZCode 2r1t / DDP. The machine is
 shared and drifts, so every round runs all layouts back to back (order reversed every other
 round) and the reported ratios are medians of per-round ratios. Then the cost model's check
 (cost_model.py: calibrated on the round's 1-rank steps, predicts its 2- and 3-rank steps) and
@@ -251,6 +253,10 @@ class Bench:
             res["comm_ms"] = [e["comm_ms"] for e in timed]
             res["median_comm_ms"] = median(res["comm_ms"])
             res["comm_fraction"] = median([e["comm_ms"] / e["step_time_ms"] for e in timed])
+            wait = [e.get("sync_wait_ms", 0.0) for e in timed]  # 0 from builds before the key existed
+            res["median_wait_ms"] = median(wait)
+            res["wait_fraction"] = median([w / e["step_time_ms"] for w, e in zip(wait, timed)])
+            res["blocked_fraction"] = median([(w + e["comm_ms"]) / e["step_time_ms"] for w, e in zip(wait, timed)])
         if cfg not in self.arch:
             state = os.path.join(out_dir, EXPERIMENT, "checkpoints", f"step_{steps}", "state.json")
             try:
@@ -424,7 +430,9 @@ class Bench:
                     runs[key] = r
                     extra = ""
                     if "comm_fraction" in r:
-                        extra = f", comm {r['median_comm_ms']:.0f} ms = {100 * r['comm_fraction']:.1f} % of a step"
+                        extra = (f", comm {r['median_comm_ms']:.0f} ms = {100 * r['comm_fraction']:.1f} % of a step, "
+                                 f"waiting for the slower rank {r['median_wait_ms']:.0f} ms = "
+                                 f"{100 * r['wait_fraction']:.1f} %")
                     rss = ", ".join(f"{x:.0f}" for x in r["rss_mb"])
                     print(f"  {key:13s} {r['tokens_per_s']:8.0f} tokens/s  median step {r['median_step_ms']:7.0f} ms"
                           f"{extra}; peak RSS/rank {rss} MiB; load {r['load_before']} -> {r['load_after']}",
@@ -572,7 +580,7 @@ class Bench:
         headline = []
         for cfg, c in s["configs"].items():
             rows = c["rounds"]
-            ratio = dict(eff=[], vs2t=[], ddp=[], comm=[], ep=[], ep_eff=[], ep_comm=[], z_eff=[], z_ddp=[], z_comm=[],
+            ratio = dict(eff=[], vs2t=[], ddp=[], comm=[], wait=[], blocked=[], ep=[], ep_eff=[], ep_comm=[], z_eff=[], z_ddp=[], z_comm=[],
                          ceil=[], of_ceil=[])
             for r in rows:
                 x = r["runs"]
@@ -591,6 +599,8 @@ class Bench:
                     ratio["of_ceil"].append(x["2r1t"]["tokens_per_s"] / x["2x1r1t"]["tokens_per_s"])
                 ratio["vs2t"].append(x["2r1t"]["tokens_per_s"] / x["1r2t"]["tokens_per_s"])
                 ratio["comm"].append(x["2r1t"]["comm_fraction"])
+                ratio["wait"].append(x["2r1t"]["wait_fraction"])
+                ratio["blocked"].append(x["2r1t"]["blocked_fraction"])
                 if "ddp_tuned" in x:
                     ratio["ddp"].append(x["2r1t"]["tokens_per_s"] / x["ddp_tuned"]["tokens_per_s"])
             tok = {k: [r["runs"][k]["tokens_per_s"] for r in rows if k in r["runs"]]
@@ -614,6 +624,10 @@ class Bench:
                       f"{', '.join(f'{v:.2f}' for v in ratio['of_ceil'])})")
             line("2 ranks x 1 thread / 1 rank x 2 threads", ratio["vs2t"], GOALS["vs_threads"])
             line("exposed communication, share of a 2-rank step", ratio["comm"], GOALS["comm"], "{:.3f}", False)
+            print(f"  beside it (no goal): waiting for the slower rank before the reduction (sync_wait_ms) "
+                  f"{median(ratio['wait']):.3f} (rounds {', '.join(f'{v:.3f}' for v in ratio['wait'])}); "
+                  f"the two together (what comm_ms counted before 2026-12-07 23:00) {median(ratio['blocked']):.3f} "
+                  f"(rounds {', '.join(f'{v:.3f}' for v in ratio['blocked'])})")
             line("ZCode 2 ranks / PyTorch DDP gloo 2 processes (tuned)", ratio["ddp"], GOALS["vs_ddp"])
             if ratio["z_eff"]:  # the same layout with ZeRO-1, beside the default
                 print(f"  with zero_stage 1: efficiency {median(ratio['z_eff']):.2f} (rounds "
@@ -632,7 +646,7 @@ class Bench:
             eng = [r["runs"]["2r1t"]["median_comm_ms"] for r in rows]
             if raw:
                 print(f"  comm_ms of a 2-rank step {median(eng):.0f} ms (median) against {median(raw):.0f} ms for the "
-                      f"same reduction timed alone (bench_mpi_collectives): the rest is waiting for the other rank")
+                      f"same reduction timed alone (bench_mpi_collectives)")
         if self.a.model:
             print()
             chk = cost_model.check_cpu(s)

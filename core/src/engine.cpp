@@ -240,7 +240,8 @@ struct Engine::Impl::Loop {
   // What one optimizer step did.
   struct Step {
     double loss = 0, grad_norm = 0, lr = 0, data_wait_ms = 0, step_ms = 0;
-    double comm_ms = 0;        // this rank's time blocked in the gradient collectives (the exposed part)
+    double comm_ms = 0;        // this rank's time in the gradient collectives (the exposed part)
+    double sync_wait_ms = 0;   // the longest wait of a rank for the slowest one at the gradient reduction
     double slowest_fb_ms = 0;  // the slowest rank's forward/backward (several ranks)
     int slowest_rank = 0;
     int64_t tokens = 0;
@@ -358,11 +359,13 @@ struct Engine::Impl::Loop {
       if (multi()) {
         // Every rank's metrics in global micro-batch order: the loss and the
         // model's metrics are those of one process with accumulation × N.
-        const auto x = exchange.exchange(comm, acc.size(), s.data_wait_ms, ms_since(t0), sink);
+        const double waited = reducer->wait_ms() + (expert_reducer ? expert_reducer->wait_ms() : 0.0);
+        const auto x = exchange.exchange(comm, acc.size(), s.data_wait_ms, ms_since(t0), waited, sink);
         s.loss = x.loss;
         s.data_wait_ms = x.max_data_wait_ms;  // the slowest rank's
         s.slowest_fb_ms = x.max_compute_ms;
         s.slowest_rank = x.slowest_rank;
+        s.sync_wait_ms = x.max_sync_wait_ms;  // the fastest rank's wait: the step's imbalance
       }
     }
     trace.span("forward_backward", t0);
@@ -398,7 +401,12 @@ struct Engine::Impl::Loop {
       reducer->allgather_grads();
       if (expert_reducer) expert_reducer->allgather_grads();
     }
-    if (reducer) s.comm_ms = reducer->take_comm_ms() + (expert_reducer ? expert_reducer->take_comm_ms() : 0.0);
+    if (reducer) {
+      s.comm_ms = reducer->take_comm_ms() + (expert_reducer ? expert_reducer->take_comm_ms() : 0.0);
+      // (the counts restart; sync_wait_ms is the exchange's maximum over the ranks, above)
+      reducer->take_wait_ms();
+      if (expert_reducer) expert_reducer->take_wait_ms();
+    }
     e.step = update;
     trace.sample_memory();
     s.tokens = step_tokens;
@@ -417,7 +425,7 @@ struct Engine::Impl::Loop {
     w.key("eta_s").number((max_steps - e.step) * ema_step_ms / 1000.0, 17);
     w.key("skipped").number(s.action == core::NonfiniteGuard::Action::kApply ? 0 : 1, 17);
     if (multi()) {
-      w.key("comm_ms").number(s.comm_ms, 17);
+      w.key("comm_ms").number(s.comm_ms, 17).key("sync_wait_ms").number(s.sync_wait_ms, 17);
       w.key("slowest_rank").number(s.slowest_rank, 17).key("slowest_rank_fb_ms").number(s.slowest_fb_ms, 17);
     }
     // The model's metrics follow, except those the engine already wrote:

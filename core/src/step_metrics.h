@@ -14,10 +14,13 @@ namespace zcode::core {
 // The keys the engine itself writes into a STEP_END event (a model metric of
 // the same name is not repeated: JSON objects must not have duplicate keys).
 inline bool engine_step_key(std::string_view name) {
-  static constexpr std::string_view kKeys[] = {
-      "loss",         "lr",           "grad_norm",          "tokens", "tokens_per_s",
-      "step_time_ms", "data_wait_ms", "data_wait_fraction", "eta_s",  "skipped",
-      "comm_ms",      "slowest_rank", "slowest_rank_fb_ms"};
+  static constexpr std::string_view kKeys[] = {"loss",         "lr",
+                                               "grad_norm",    "tokens",
+                                               "tokens_per_s", "step_time_ms",
+                                               "data_wait_ms", "data_wait_fraction",
+                                               "eta_s",        "skipped",
+                                               "comm_ms",      "sync_wait_ms",
+                                               "slowest_rank", "slowest_rank_fb_ms"};
   for (std::string_view k : kKeys)
     if (k == name) return true;
   return false;

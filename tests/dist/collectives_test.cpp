@@ -9,6 +9,7 @@
 // typed wrapper (zcode/sdk/collectives.h), as a plugin built against the
 // SDK calls it; and the groups of distributed.expert_parallel.
 #include <zcode/core/dist/communicator.h>
+#include <zcode/core/dist/gradient_reducer.h>
 #include <zcode/core/dist/process_groups.h>
 #include <zcode/core/host_services.h>
 #include <zcode/sdk/collectives.h>
@@ -16,8 +17,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -203,6 +207,36 @@ TEST(Collectives, BytesAndBarrier) {
   c.broadcast_bytes(b, 1);
   EXPECT_EQ(b, std::string("from rank 1\0tail", 16));
   c.barrier();
+}
+
+// The gradient reducer splits a rank's blocked time in two: the wait for the
+// last rank to arrive (take_wait_ms) and the collectives after it
+// (take_comm_ms). Rank 0 arrives 300 ms late on purpose: the others' wait
+// holds those 300 ms (less the start skew left after a barrier, a few ms),
+// and nobody's communication does (1,000 floats move in microseconds; the
+// bound is 150 ms for an oversubscribed rank descheduled meanwhile).
+TEST(Collectives, ReducerTimesTheWaitForALateRankApartFromTheTransfer) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::vector<float> g(1000, static_cast<float>(r + 1));
+  std::vector<int64_t> shape{1000};
+  DLTensor t{g.data(), {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
+  zc_param p{"w", nullptr, &t, 0, 0};
+  const zc_param_list list{&p, 1};
+  const FlatLayout layout(list);
+  const ShardPlan plan = plan_shards(layout, n, {1});
+  GradientReducer red(c, list, layout, plan, GradientReducer::Options{});
+  red.begin_fast();
+  c.barrier();
+  if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  red.finish_fast();
+  for (float v : g) ASSERT_EQ(v, n * (n + 1) / 2.0f);  // 1 + 2 + ... + n
+  const double wait = red.take_wait_ms(), comm = red.take_comm_ms();
+  if (r == 0) EXPECT_LT(wait, 150.0) << "rank 0 came last: it should not wait";
+  else EXPECT_GE(wait, 200.0) << "rank " << r << " waited for rank 0's 300 ms";
+  EXPECT_LT(comm, 150.0) << "rank " << r;
+  EXPECT_EQ(red.take_wait_ms(), 0.0);  // taken: the counts restart
+  EXPECT_EQ(red.take_comm_ms(), 0.0);
 }
 
 TEST(Collectives, CountsThatDoNotMatchTheWorldAreAnError) {

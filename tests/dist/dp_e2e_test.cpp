@@ -296,12 +296,14 @@ TEST_F(DataParallel, TwoRanksDeterministicEqualOneProcess) {
   for (size_t at = l.find("] Step 8/8 | loss: "); at != std::string::npos; at = l.find("] Step 8/8 | loss: ", at + 1))
     ++steps;
   EXPECT_EQ(steps, 1u) << l;
-  // The step line adds the exposed communication and the slowest rank's forward/backward.
+  // The step line adds the exposed communication, the wait for the slowest
+  // rank and the slowest rank's forward/backward.
   const size_t at8 = l.find("] Step 8/8 | loss: ");
   ASSERT_NE(at8, std::string::npos) << l;
   const std::string line8 = l.substr(at8, l.find('\n', at8) - at8);
   EXPECT_NE(line8.find(" ms | slowest: rank "), std::string::npos) << line8;
   EXPECT_NE(line8.find(" | comm: "), std::string::npos) << line8;
+  EXPECT_NE(line8.find(" ms, wait "), std::string::npos) << line8;
   EXPECT_TRUE(fs::exists(run_dir("two") / "logs" / "rank_1.log"));
   // The watchdog's progress files: rank 1 issued as many collectives as rank 0.
   const std::string p0 = slurp(run_dir("two") / "logs" / "rank_0.progress"),

@@ -168,6 +168,7 @@ void GradientReducer::finish_fast() {
   // there is backward left to overlap), in bucket order, after the started
   // ones complete: the same calls in the same order on every rank.
   for (size_t i = 0; i < packed_.size(); ++i) pack_final(i);
+  wait_for_ranks();
   CommTimer t{comm_ms_};
   for (Bucket& k : buckets_) {
     if (k.rs) {
@@ -193,6 +194,7 @@ void GradientReducer::begin() { std::fill(shard_.begin(), shard_.end(), 0.0f); }
 
 void GradientReducer::add_micro() {
   layout_.pack_grads(params_, flat_.data());
+  wait_for_ranks();
   {
     CommTimer t{comm_ms_};
     comm_.alltoall_ranges(flat_.data(), recv_.data(), counts_, DType::kF32);
@@ -270,6 +272,21 @@ void GradientReducer::allgather_params() {
 double GradientReducer::take_comm_ms() {
   const double v = comm_ms_;
   comm_ms_ = 0;
+  return v;
+}
+
+void GradientReducer::wait_for_ranks() {
+  // Every rank calls it at the same point of every reduction (unconditional,
+  // like every collective here): the time in it is waiting for the last
+  // rank to arrive, so the collectives after it time the transfer alone. A
+  // barrier costs microseconds on shared memory, against steps of a second.
+  CommTimer t{wait_ms_};
+  comm_.barrier();
+}
+
+double GradientReducer::take_wait_ms() {
+  const double v = wait_ms_;
+  wait_ms_ = 0;
   return v;
 }
 

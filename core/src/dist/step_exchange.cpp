@@ -52,12 +52,13 @@ void StepExchange::open_micro() {
 void StepExchange::close_micro() { std::memcpy(record_.data() + micro_start_, &micro_count_, sizeof(uint32_t)); }
 
 StepExchange::Result StepExchange::exchange(Communicator& comm, size_t micro_batches, double data_wait_ms,
-                                            double compute_ms, core::StepSink& out) {
+                                            double compute_ms, double sync_wait_ms, core::StepSink& out) {
   // The open (empty) micro-batch after the last end_micro() is dropped.
   record_.resize(micro_start_);
   std::string mine;
   append<double>(mine, data_wait_ms);
   append<double>(mine, compute_ms);
+  append<double>(mine, sync_wait_ms);
   append<uint64_t>(mine, micro_batches);
   mine += record_;
   const std::vector<std::string> all = comm.allgather_bytes(mine);
@@ -69,6 +70,7 @@ StepExchange::Result StepExchange::exchange(Communicator& comm, size_t micro_bat
     r.max_data_wait_ms = std::max(r.max_data_wait_ms, readers.back().get<double>());
     const double compute = readers.back().get<double>();
     if (compute > r.max_compute_ms) r.max_compute_ms = compute, r.slowest_rank = static_cast<int>(q);
+    r.max_sync_wait_ms = std::max(r.max_sync_wait_ms, readers.back().get<double>());
     if (readers.back().get<uint64_t>() != micro_batches) readers.back().fail();
   }
   std::string name;

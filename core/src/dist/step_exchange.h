@@ -1,6 +1,6 @@
 // core/src/dist/step_exchange.h: what the ranks of a data-parallel step tell
-// each other after forward/backward, in one all-gather: each rank's data wait
-// and compute time, and every metric its model put, micro-batch by
+// each other after forward/backward, in one all-gather: each rank's data wait,
+// compute time and wait for the other ranks at the gradient reduction, and every metric its model put, micro-batch by
 // micro-batch. Replaying the metrics in global micro-batch order (micro-batch
 // m of rank r is global m·N + r) into the step's StepSink gives the values
 // one process with gradient_accumulation × N computes: the loss is the same
@@ -38,12 +38,13 @@ class StepExchange {
     double max_data_wait_ms = 0;  ///< the slowest rank's wait for data, ms
     double max_compute_ms = 0;    ///< the slowest rank's forward/backward, ms
     int slowest_rank = 0;         ///< whose forward/backward that was (lowest rank on ties)
+    double max_sync_wait_ms = 0;  ///< the longest wait of a rank for the others at the reduction, ms
   };
   /// The all-gather (every rank calls it; `micro_batches` per rank, the same
   /// on every rank). Replays into `out` (reset first by the caller).
   /// Throws CommError on a malformed record (a rank that put a different
   /// number of micro-batches).
-  Result exchange(Communicator& comm, size_t micro_batches, double data_wait_ms, double compute_ms,
+  Result exchange(Communicator& comm, size_t micro_batches, double data_wait_ms, double compute_ms, double sync_wait_ms,
                   core::StepSink& out);
 
  private:

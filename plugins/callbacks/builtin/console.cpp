@@ -96,9 +96,10 @@ uint32_t Console::on_event(const zc_event& e) {
         std::snprintf(b, sizeof b, " | dropped: %.1f%%", 100.0 * num(m, "moe_dropped_fraction", 0));
         s += b;
       }
-      if (m.HasMember("comm_ms")) {  // several ranks: the exposed communication and the slowest rank
-        std::snprintf(b, sizeof b, " | comm: %.0f ms | slowest: rank %.0f, fwd/bwd %.0f ms", num(m, "comm_ms", 0),
-                      num(m, "slowest_rank", 0), num(m, "slowest_rank_fb_ms", 0));
+      if (m.HasMember("comm_ms")) {  // several ranks: exposed communication, the wait for the slowest rank
+        std::snprintf(b, sizeof b, " | comm: %.0f ms, wait %.0f ms | slowest: rank %.0f, fwd/bwd %.0f ms",
+                      num(m, "comm_ms", 0), num(m, "sync_wait_ms", 0), num(m, "slowest_rank", 0),
+                      num(m, "slowest_rank_fb_ms", 0));
         s += b;
       }
       if (num(m, "skipped", 0) > 0) s += " | SKIPPED (non-finite)";

@@ -107,15 +107,24 @@ class GradientReducer {
   /// without ZeRO.
   void allgather_grads();
 
-  /// Milliseconds spent waiting in collectives (the exposed communication)
-  /// since the last call; resets the count.
+  /// Milliseconds spent in the gradient collectives (the exposed
+  /// communication: transfers not hidden behind compute) since the last
+  /// call; resets the count. Excludes take_wait_ms's part.
   double take_comm_ms();
+  /// Milliseconds this rank waited for the slowest rank of its group before
+  /// the reduction (a barrier at its start: load imbalance, not transfer;
+  /// Megatron-LM's --barrier-with-L1-time separates the two the same way)
+  /// since the last call; resets the count.
+  double take_wait_ms();
+  /// take_wait_ms's count so far, without resetting it.
+  double wait_ms() const { return wait_ms_; }
 
  private:
   struct Bucket;
   void start_bucket(size_t b);
   void progress();
   void pack_final(size_t tensor);
+  void wait_for_ranks();  // the timed barrier of take_wait_ms
 
   Communicator& comm_;
   const zc_param_list& params_;
@@ -135,6 +144,7 @@ class GradientReducer {
   std::vector<double> partials_, all_partials_;      // norm() with ZeRO
   std::vector<size_t> partial_counts_;
   double comm_ms_ = 0;
+  double wait_ms_ = 0;
   std::exception_ptr failed_;  // fast: a failure inside on_grads_ready
 };
 
