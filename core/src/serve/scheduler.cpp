@@ -237,7 +237,14 @@ void Scheduler::choose(Running& r, const float* logits) {
 
 void Scheduler::step() {
   step_sequences();
-  if (opts_.on_step_end) opts_.on_step_end();
+  if (!opts_.on_step_end) return;
+  // Part of the step's token handling (the server wakes its readers here):
+  // counted with it, in choose_seconds.
+  const auto t0 = std::chrono::steady_clock::now();
+  opts_.on_step_end();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> lk(m_);
+  stats_.choose_seconds += s;
 }
 
 void Scheduler::step_sequences() {

@@ -226,10 +226,12 @@ struct Server::Impl {
   std::string model_id;
   int64_t model_created = 0;
   int32_t context = 0;
-  // Bumped after each scheduler step: the requests' HTTP threads wait on it
-  // (await) for their Call's state to change. Declared before `scheduler`,
+  // Bumped after each scheduler step that queued stream events: the
+  // streaming requests' HTTP threads wait on it (wait_for_state) for their
+  // Call's events. Declared before `scheduler`,
   // whose thread bumps it until the scheduler is destroyed.
   ChangeSignal published;
+  bool events_queued = false;  // a sink queued a stream event this step (scheduler thread only)
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;
   Metrics metrics;
@@ -241,7 +243,11 @@ struct Server::Impl {
 
   Impl(const InferenceModel& m, const ServerOptions& o) : model(m), opts(o) {
     SchedulerOptions so = o.scheduler;
-    so.on_step_end = [this] { published.bump(); };
+    so.on_step_end = [this] {
+      if (!events_queued) return;  // (a prefill-only step): nobody to wake
+      events_queued = false;
+      published.bump();
+    };
     scheduler = std::make_unique<Scheduler>(m, so);
     context = scheduler->options().max_len;
     model_id = m.config().experiment_name();
@@ -315,7 +321,11 @@ struct Call {
   std::string id;
   int64_t created = 0;
   Clock::time_point t0 = Clock::now();
-  std::mutex m;  // guards what follows; the scheduler's sinks write, the request's HTTP thread reads (await)
+  std::mutex m;  // guards what follows; the scheduler's sinks write, the request's HTTP thread reads
+  // Non-streaming: notified once, when the last choice finishes. (A stream's
+  // thread waits on Impl::published instead, bumped after every step that
+  // queued stream events.)
+  std::condition_variable finished;
   std::vector<Choice> choices;
   std::deque<std::string> events;  // SSE payloads, streaming only
   int remaining = 0;
@@ -487,7 +497,10 @@ class ChoiceSink : public SequenceSink {
       c.lp_text.push_back(tok_text);
     }
     // The reader wakes at the step's end (Impl::published), not here.
-    if (k.req.stream && (!piece.empty() || k.req.logprobs >= 0)) k.events.push_back(k.chunk_json(i_, piece, nullptr));
+    if (k.req.stream && (!piece.empty() || k.req.logprobs >= 0)) {
+      k.events.push_back(k.chunk_json(i_, piece, nullptr));
+      srv.events_queued = true;
+    }
     return !stopped;
   }
 
@@ -524,6 +537,8 @@ class ChoiceSink : public SequenceSink {
       if (k.req.include_usage) k.events.push_back(k.usage_chunk());
       k.events.push_back("[DONE]");
     }
+    if (k.req.stream) k.srv->events_queued = true;
+    else if (k.remaining == 0) k.finished.notify_all();  // once per request, on this (the scheduler's) thread
   }
 
  private:
@@ -782,8 +797,7 @@ void Server::Impl::generation(const httplib::Request& hreq, httplib::Response& r
   // Non-streaming: wait for every choice, then one JSON answer.
   {
     std::unique_lock<std::mutex> lk(call->m);
-    while (!wait_for_state(published, lk, std::chrono::seconds(1), [&] { return call->remaining == 0; })) {
-    }
+    call->finished.wait(lk, [&] { return call->remaining == 0; });
   }
   --in_flight;
   for (const Choice& c : call->choices) {

@@ -111,7 +111,7 @@ struct SchedulerStats {
   uint64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   uint64_t step_entries = 0;  ///< decode and prompt entries over all steps (÷ steps: the mean batch)
   double model_seconds = 0;   ///< in decode_slots_step
-  double choose_seconds = 0;  ///< picking tokens and the sinks' work (detokenizing, events)
+  double choose_seconds = 0;  ///< picking tokens, the sinks' work (detokenizing, events) and on_step_end
 };
 
 class Scheduler {
