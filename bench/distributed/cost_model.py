@@ -184,9 +184,10 @@ def n_buckets(n_elems, elem_bytes, bucket_mb):
 # other core (run.py's 2x1r1t: two at once, no communication) / T1 of its ga,
 # measured in the same round (1 where it was not measured, or on one core):
 #   T_R = c·s·(ga·t_mb + t_fix + t_pack) + t_coll(R)
-# The wait for a rank that is late is not modelled: the check below shows
-# how much it is (the engine's sync_wait_ms since 2026-12-07 23:00 UTC; its
-# comm_ms counted it before).
+# The wait for a rank that is late is not modelled. The check below
+# compares with the engine's comm_ms, which since 7ecfaf6 (2026-12-07 22:44
+# UTC) excludes that wait (the step's sync_wait_ms); before, it included
+# rank 0's share of it.
 
 ADAMW_STEP_BYTES = 36.0
 PACK_BYTES = 16.0

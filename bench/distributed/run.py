@@ -29,9 +29,10 @@ layout (--global sequences = batch_size × gradient_accumulation × ranks, micro
   bench_mpi_collectives (the reducer's reduce-scatter + all-gather alone, 2 and 3 ranks).
 Figures, per config: tokens/s (global batch tokens / median step time over the steps after
 --warmup), the efficiency 2r1t / (2 × 1r1t), 2r1t / 1r2t, the exposed communication share of
-a 2-rank step (median over steps of comm_ms / step_time_ms; since 2026-12-07 23:00 UTC comm_ms
-excludes the wait for the slower rank, sync_wait_ms, whose share is printed beside it, with the
-sum of the two: what comm_ms measured before), ZCode 2r1t / DDP. The machine is
+a 2-rank step (median over steps of comm_ms / step_time_ms; since 7ecfaf6, 2026-12-07 22:44 UTC,
+comm_ms excludes the wait for the slower rank; the step's sync_wait_ms, the longest such wait of
+any rank, is printed beside it, and the sum of the two, an upper bound of what comm_ms measured
+before), ZCode 2r1t / DDP. The machine is
 shared and drifts, so every round runs all layouts back to back (order reversed every other
 round) and the reported ratios are medians of per-round ratios. Then the cost model's check
 (cost_model.py: calibrated on the round's 1-rank steps, predicts its 2- and 3-rank steps) and
@@ -626,7 +627,7 @@ class Bench:
             line("exposed communication, share of a 2-rank step", ratio["comm"], GOALS["comm"], "{:.3f}", False)
             print(f"  beside it (no goal): waiting for the slower rank before the reduction (sync_wait_ms) "
                   f"{median(ratio['wait']):.3f} (rounds {', '.join(f'{v:.3f}' for v in ratio['wait'])}); "
-                  f"the two together (what comm_ms counted before 2026-12-07 23:00) {median(ratio['blocked']):.3f} "
+                  f"the two together (at most what comm_ms counted before 7ecfaf6) {median(ratio['blocked']):.3f} "
                   f"(rounds {', '.join(f'{v:.3f}' for v in ratio['blocked'])})")
             line("ZCode 2 ranks / PyTorch DDP gloo 2 processes (tuned)", ratio["ddp"], GOALS["vs_ddp"])
             if ratio["z_eff"]:  # the same layout with ZeRO-1, beside the default

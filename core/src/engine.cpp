@@ -308,6 +308,13 @@ struct Engine::Impl::Loop {
     trace.span("hessian", t0);
   }
 
+  // This rank's time so far in the gradient reducers' barriers and collectives.
+  double blocked_ms() const {
+    double ms = reducer->wait_ms() + reducer->comm_ms();
+    if (expert_reducer) ms += expert_reducer->wait_ms() + expert_reducer->comm_ms();
+    return ms;
+  }
+
   // The gradients of this rank's micro-batches become the global step's
   // (with ZeRO-1, this rank's shard of them).
   void sum_gradients() {
@@ -349,6 +356,7 @@ struct Engine::Impl::Loop {
     } else {
       train_opts.step_target_tokens = step_tokens;
       if (multi()) exchange.begin();
+      const double blocked0 = blocked_ms();  // (the Hessian pass, before t0, adds to the counts too)
       begin_sum();
       double local_loss = 0;
       check_plugin_call(*e.model.component(), "forward_backward",
@@ -359,8 +367,12 @@ struct Engine::Impl::Loop {
       if (multi()) {
         // Every rank's metrics in global micro-batch order: the loss and the
         // model's metrics are those of one process with accumulation × N.
+        // The ranks compare their forward/backward without this pass's
+        // waits and collectives: after the barrier every rank's clock
+        // would otherwise read about the slowest one's.
         const double waited = reducer->wait_ms() + (expert_reducer ? expert_reducer->wait_ms() : 0.0);
-        const auto x = exchange.exchange(comm, acc.size(), s.data_wait_ms, ms_since(t0), waited, sink);
+        const double compute = ms_since(t0) - (blocked_ms() - blocked0);
+        const auto x = exchange.exchange(comm, acc.size(), s.data_wait_ms, compute, waited, sink);
         s.loss = x.loss;
         s.data_wait_ms = x.max_data_wait_ms;  // the slowest rank's
         s.slowest_fb_ms = x.max_compute_ms;

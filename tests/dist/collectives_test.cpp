@@ -215,7 +215,9 @@ TEST(Collectives, BytesAndBarrier) {
 // holds those 300 ms (less the start skew left after a barrier, a few ms),
 // and nobody's communication does (1,000 floats move in microseconds; the
 // bound is 150 ms for an oversubscribed rank descheduled meanwhile).
-TEST(Collectives, ReducerTimesTheWaitForALateRankApartFromTheTransfer) {
+// Both paths: the fast one (buckets reduced after the backward) and the
+// deterministic one (a barrier before each micro-batch's all-to-all).
+void late_rank_zero(bool deterministic) {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();
   std::vector<float> g(1000, static_cast<float>(r + 1));
@@ -225,11 +227,19 @@ TEST(Collectives, ReducerTimesTheWaitForALateRankApartFromTheTransfer) {
   const zc_param_list list{&p, 1};
   const FlatLayout layout(list);
   const ShardPlan plan = plan_shards(layout, n, {1});
-  GradientReducer red(c, list, layout, plan, GradientReducer::Options{});
-  red.begin_fast();
+  GradientReducer::Options o;
+  o.deterministic = deterministic;
+  GradientReducer red(c, list, layout, plan, o);
+  if (deterministic) red.begin();
+  else red.begin_fast();
   c.barrier();
   if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  red.finish_fast();
+  if (deterministic) {
+    red.add_micro();
+    red.finish();
+  } else {
+    red.finish_fast();
+  }
   for (float v : g) ASSERT_EQ(v, n * (n + 1) / 2.0f);  // 1 + 2 + ... + n
   const double wait = red.take_wait_ms(), comm = red.take_comm_ms();
   if (r == 0) EXPECT_LT(wait, 150.0) << "rank 0 came last: it should not wait";
@@ -238,6 +248,9 @@ TEST(Collectives, ReducerTimesTheWaitForALateRankApartFromTheTransfer) {
   EXPECT_EQ(red.take_wait_ms(), 0.0);  // taken: the counts restart
   EXPECT_EQ(red.take_comm_ms(), 0.0);
 }
+
+TEST(Collectives, ReducerTimesTheWaitForALateRankApartFromTheTransfer) { late_rank_zero(false); }
+TEST(Collectives, DeterministicReducerTimesTheWaitApartToo) { late_rank_zero(true); }
 
 TEST(Collectives, CountsThatDoNotMatchTheWorldAreAnError) {
   Communicator& c = world();

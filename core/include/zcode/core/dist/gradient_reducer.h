@@ -116,8 +116,9 @@ class GradientReducer {
   /// Megatron-LM's --barrier-with-L1-time separates the two the same way)
   /// since the last call; resets the count.
   double take_wait_ms();
-  /// take_wait_ms's count so far, without resetting it.
+  /// take_wait_ms's and take_comm_ms's counts so far, without resetting them.
   double wait_ms() const { return wait_ms_; }
+  double comm_ms() const { return comm_ms_; }
 
  private:
   struct Bucket;
