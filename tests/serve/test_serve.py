@@ -377,6 +377,22 @@ def metric(url, name):
     raise KeyError(name)
 
 
+def test_streams_are_woken_once_per_step_and_only_streams(server):
+    # The scheduler's on_step_end wakes the streams' HTTP threads (one futex
+    # wake a step, core/src/serve/change_signal.h). Unwired, streams would
+    # still arrive, by a 200 ms poll: the counter is what tells.
+    wakes, steps = "zcode_serve_stream_wakes_total", "zcode_serve_decode_steps_total"
+    w0, s0 = metric(server.url, wakes), metric(server.url, steps)
+    completion(server, "alpha", max_tokens=6, temperature=0)
+    w1, s1 = metric(server.url, wakes), metric(server.url, steps)
+    assert s1 > s0 and w1 == w0, "a non-streaming request woke the streams"
+    events = stream_events(server, "/v1/completions",
+                           {"model": MODEL, "prompt": "alpha", "max_tokens": 6, "temperature": 0, "stream": True})
+    w2, s2 = metric(server.url, wakes), metric(server.url, steps)
+    assert len(events) >= 2
+    assert 1 <= w2 - w1 <= s2 - s1, (w2 - w1, s2 - s1)
+
+
 def test_full_queue_is_429_and_a_client_that_leaves_frees_its_slot(checkpoint):
     s = Served(checkpoint, "--slots", "1", "--max-queue", "1")
     try:

@@ -95,6 +95,12 @@ struct Metrics {
                                             .Help("Time picking tokens and turning them into text and events")
                                             .Register(*reg)
                                             .Add({});
+  prometheus::Counter& stream_wakes =
+      prometheus::BuildCounter()
+          .Name("zcode_serve_stream_wakes_total")
+          .Help("Wakes of the streaming requests' HTTP threads: one after each step that queued stream events")
+          .Register(*reg)
+          .Add({});
   SchedulerStats last{};
   std::mutex last_m;
   /// Brings the gauges and the counters fed by the scheduler's stats up to
@@ -246,6 +252,7 @@ struct Server::Impl {
     so.on_step_end = [this] {
       if (!events_queued) return;  // (a prefill-only step): nobody to wake
       events_queued = false;
+      metrics.stream_wakes.Increment();  // before the wake: a client that saw the event sees the count
       published.bump();
     };
     scheduler = std::make_unique<Scheduler>(m, so);
