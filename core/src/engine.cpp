@@ -308,11 +308,11 @@ struct Engine::Impl::Loop {
     trace.span("hessian", t0);
   }
 
-  // This rank's time so far in the gradient reducers' barriers and collectives.
+  // This rank's time so far in the gradient reducers' barriers, and in
+  // their barriers and collectives together.
+  double waited_ms() const { return reducer->wait_ms() + (expert_reducer ? expert_reducer->wait_ms() : 0.0); }
   double blocked_ms() const {
-    double ms = reducer->wait_ms() + reducer->comm_ms();
-    if (expert_reducer) ms += expert_reducer->wait_ms() + expert_reducer->comm_ms();
-    return ms;
+    return waited_ms() + reducer->comm_ms() + (expert_reducer ? expert_reducer->comm_ms() : 0.0);
   }
 
   // The gradients of this rank's micro-batches become the global step's
@@ -370,9 +370,8 @@ struct Engine::Impl::Loop {
         // The ranks compare their forward/backward without this pass's
         // waits and collectives: after the barrier every rank's clock
         // would otherwise read about the slowest one's.
-        const double waited = reducer->wait_ms() + (expert_reducer ? expert_reducer->wait_ms() : 0.0);
         const double compute = ms_since(t0) - (blocked_ms() - blocked0);
-        const auto x = exchange.exchange(comm, acc.size(), s.data_wait_ms, compute, waited, sink);
+        const auto x = exchange.exchange(comm, acc.size(), s.data_wait_ms, compute, waited_ms(), sink);
         s.loss = x.loss;
         s.data_wait_ms = x.max_data_wait_ms;  // the slowest rank's
         s.slowest_fb_ms = x.max_compute_ms;

@@ -1,10 +1,9 @@
 // core/src/dist/step_exchange.h: what the ranks of a data-parallel step tell
 // each other after forward/backward, in one all-gather: each rank's data wait,
-// compute time and wait for the other ranks at the gradient reduction, and every metric its model put, micro-batch by
-// micro-batch. Replaying the metrics in global micro-batch order (micro-batch
-// m of rank r is global m·N + r) into the step's StepSink gives the values
-// one process with gradient_accumulation × N computes: the loss is the same
-// left-to-right double sum of the same per-micro-batch terms.
+// compute time and wait for the other ranks at the gradient reduction, and
+// every metric its model put, micro-batch by micro-batch. Replaying the metrics in global micro-batch order
+// (micro-batch m of rank r is global m·N + r) into the step's StepSink gives the values one process with
+// gradient_accumulation × N computes: the loss is the same left-to-right double sum of the same per-micro-batch terms.
 #pragma once
 
 #include <zcode/abi.h>

@@ -234,8 +234,8 @@ struct Server::Impl {
   int32_t context = 0;
   // Bumped after each scheduler step that queued stream events: the
   // streaming requests' HTTP threads wait on it (wait_for_state) for their
-  // Call's events. Declared before `scheduler`,
-  // whose thread bumps it until the scheduler is destroyed.
+  // Call's events. Declared before `scheduler`, whose thread bumps it until
+  // the scheduler is destroyed.
   ChangeSignal published;
   bool events_queued = false;  // a sink queued a stream event this step (scheduler thread only)
   std::unique_ptr<Scheduler> scheduler;
